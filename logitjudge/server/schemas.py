@@ -12,19 +12,64 @@ This module imports pydantic only: no torch, no fastapi.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 logger = logging.getLogger("logitjudge.wire")
 
-Text = Union[str, dict[str, Any], list[Any]]
-"""A JSON string, object or array (A.5.2)."""
-
 MAX_CHOICE_OPTIONS = 255
 MAX_SCORE_LEVELS = 10
+MAX_TEXT_DEPTH = 64
+"""Deepest nesting of a structured Text (objects/arrays inside objects/arrays) that is accepted."""
 
-QuestionId = Annotated[str, StringConstraints(min_length=1)]
+
+def _check_str(value: str) -> str:
+    """Refuse strings that cannot be encoded as UTF-8 (lone surrogates such as ``"\\ud800"``).
+
+    JSON allows escaped lone surrogates; they would make the tokenizer or the response encoder
+    fail, which must be a 422 on the request, never a 5xx.
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("Text must be valid Unicode (no lone surrogate code points)") from None
+    return value
+
+
+def _check_text(value: Any) -> Any:
+    """Structured Text must be finite (no NaN/Infinity), valid Unicode and at most 64 levels deep.
+
+    Iterative, so a deeply nested body cannot exhaust the interpreter's stack.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_str(item)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError("numbers must be finite (NaN and Infinity are not JSON)")
+        elif isinstance(item, (dict, list)):
+            if depth >= MAX_TEXT_DEPTH:
+                raise ValueError(f"structured Text is nested more than {MAX_TEXT_DEPTH} levels deep")
+            if isinstance(item, dict):
+                for key, sub in item.items():
+                    _check_str(str(key))
+                    stack.append((sub, depth + 1))
+            else:
+                stack.extend((sub, depth + 1) for sub in item)
+    return value
+
+
+WireStr = Annotated[str, AfterValidator(_check_str)]
+"""A string from the wire: any Unicode, kept byte for byte, but never a lone surrogate."""
+
+Text = Annotated[Union[str, dict[str, Any], list[Any]], AfterValidator(_check_text)]
+"""A JSON string, object or array (A.5.2); finite, valid Unicode, at most 64 levels deep."""
+
+QuestionId = Annotated[str, StringConstraints(min_length=1), AfterValidator(_check_str)]
 
 
 class _Lenient(BaseModel):
@@ -62,7 +107,7 @@ class ChoiceQuestion(_Lenient):
     type: Literal["choice"]
     instructions: Text | None = None
     criteria: Annotated[
-        dict[str, Text | None], Field(min_length=2, max_length=MAX_CHOICE_OPTIONS)
+        dict[WireStr, Text | None], Field(min_length=2, max_length=MAX_CHOICE_OPTIONS)
     ]
 
 

@@ -1,0 +1,264 @@
+"""The engine: typed request -> plan -> forward -> readout -> answers, one pass per batch.
+
+::
+
+    engine = Engine.load()                       # default model, parity self-check included
+    engine.run_batch([EngineRequest(state, questions)])  -> [EngineResult]
+
+``plan`` validates and tokenizes (raising typed errors that name the field and the count),
+``Runner`` runs the chosen strategy, ``Readout`` turns hidden states into probabilities. Limits:
+2..255 choice options, 2..10 score levels; the state plus the longest question at most
+``max_state_tokens`` (32,768, or the model's own context if smaller); the whole request at most
+``max_request_tokens``. Nothing is ever truncated.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
+from logitjudge.engine.pack import QuestionPlan, RequestPlan
+from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
+from logitjudge.engine.readout import Readout, distributions
+from logitjudge.engine.runner import STRATEGIES, Runner
+from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question, Usage
+from logitjudge.errors import (
+    ContextOverflowError,
+    EngineDeadError,
+    InvalidRequestError,
+    LogitJudgeError,
+    UnsupportedModelError,
+)
+
+logger = logging.getLogger("logitjudge.engine")
+
+MAX_CHOICE_OPTIONS = 255
+MAX_SCORE_LEVELS = 10
+DEFAULT_STATE_BUDGET = 32_768
+DEFAULT_REQUEST_BUDGET = 65_536
+
+SELF_CHECK_REQUEST = EngineRequest(
+    state="Order 1182: the customer paid twice for one blender and asks for the second charge back.",
+    questions=(
+        Question("noul", "Does the customer want money back?", (Option("true", None), Option("false", None))),
+        Question(
+            "choice", "Which team should handle this?",
+            tuple(Option(n, d) for n, d in [("Billing", "payments"), ("Shipping", None), ("Tech", "bugs")]),
+        ),
+        Question("score", "How upset is the customer?", tuple(Option(str(i), t) for i, t in enumerate(["calm", "annoyed", "furious"]))),
+    ),
+)
+
+
+def tolerance_for(dtype: torch.dtype) -> float:
+    """Max |dp| allowed between a strategy and separate passes: 1e-4 in fp32, 5e-2 in half precision."""
+    return 1e-4 if dtype == torch.float32 else 5e-2
+
+
+class Engine:
+    """A loaded model with its prompt builder, runner and readout.
+
+    Args:
+        lm: the loaded model.
+        strategy: one of ``packed``, ``prefix_packed``, ``prefix_rows``, ``separate`` or ``auto``
+            (``prefix_rows`` where layers ignore masks, else ``packed``).
+        max_state_tokens: budget for the state plus the longest question (capped by the model's
+            ``max_position_embeddings``).
+        max_request_tokens: budget for one request's state plus all its questions.
+        max_batch_tokens: the most tokens one packed forward row holds.
+        max_single_token_labels: see :class:`PromptBuilder` (tests only).
+    """
+
+    def __init__(
+        self,
+        lm: LoadedModel,
+        *,
+        strategy: str = "auto",
+        max_state_tokens: int | None = None,
+        max_request_tokens: int | None = None,
+        max_batch_tokens: int = 8192,
+        max_single_token_labels: int | None = None,
+    ) -> None:
+        self.lm = lm
+        self.name = lm.name
+        self.prompt = PromptBuilder(lm.tokenizer, max_single_token_labels=max_single_token_labels)
+        self.mask_ignoring = layers_ignore_masks(lm.model.config)
+        if strategy == "auto":
+            strategy = "prefix_rows" if self.mask_ignoring else "packed"
+        if strategy not in STRATEGIES:
+            raise UnsupportedModelError(f"unknown strategy {strategy!r}; one of {STRATEGIES} or auto")
+        if self.mask_ignoring and strategy in ("packed", "prefix_packed"):
+            raise UnsupportedModelError(
+                f"{lm.model.config.model_type} has layers that ignore attention masks: use prefix_rows"
+            )
+        self.strategy = strategy
+        context = getattr(lm.model.config, "max_position_embeddings", None) or DEFAULT_STATE_BUDGET
+        self.max_state_tokens = min(max_state_tokens or DEFAULT_STATE_BUDGET, int(context))
+        self.max_request_tokens = max_request_tokens or DEFAULT_REQUEST_BUDGET
+        self.runner = Runner(lm.model, lm.device, lm.dtype, max_batch_tokens=max_batch_tokens)
+        self.readout = Readout(lm.model)
+
+    @classmethod
+    def load(
+        cls,
+        model: str | None = None,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        strategy: str = "auto",
+        self_check: bool = True,
+        **limits: Any,
+    ) -> Engine:
+        """Load a model (see :func:`logitjudge.engine.model.load_model`) and self-check it.
+
+        Raises:
+            UnsupportedModelError: the model or tokenizer cannot be served.
+            EngineDeadError: the strategy disagrees with separate passes on this device.
+        """
+        t0 = time.perf_counter()
+        engine = cls(load_model(model, device=device, dtype=dtype), strategy=strategy,
+                     **{k: v for k, v in limits.items() if v is not None})
+        logger.info("loaded %s on %s (%s) in %.1f s", engine.name, engine.lm.device, engine.lm.dtype,
+                    time.perf_counter() - t0)
+        if self_check:
+            engine.self_check()
+        return engine
+
+    def describe(self) -> dict[str, Any]:
+        """Model, source, device, dtype, strategy, prompt version and limits."""
+        return {
+            "model": self.name,
+            "source": self.lm.source,
+            "device": str(self.lm.device),
+            "dtype": str(self.lm.dtype).replace("torch.", ""),
+            "strategy": self.strategy,
+            "prompt_version": PROMPT_VERSION,
+            "fingerprint": self.lm.fingerprint,
+            "max_state_tokens": self.max_state_tokens,
+            "max_request_tokens": self.max_request_tokens,
+            "max_batch_tokens": self.runner.max_batch_tokens,
+        }
+
+    # -- planning ----------------------------------------------------------------------------
+
+    def plan(self, request: EngineRequest) -> RequestPlan:
+        """Validate and tokenize a request.
+
+        Raises:
+            InvalidRequestError: empty state, no questions, an option count out of range.
+            ContextOverflowError: state + longest question > ``max_state_tokens``, or the whole
+                request > ``max_request_tokens`` (the message names the part and the counts).
+        """
+        if not render_text(request.state).strip():
+            raise InvalidRequestError("state: must not be empty", field=("state",))
+        if not request.questions:
+            raise InvalidRequestError("questions: at least one question is required", field=("questions",))
+        for i, q in enumerate(request.questions):
+            _check_question(q, i)
+        prefix = tuple(self.prompt.prefix_ids(request.state))
+        questions = []
+        for q in request.questions:
+            views = self.prompt.views(q)
+            questions.append(QuestionPlan(q.type, views, len(q.options)))
+        plan = RequestPlan(prefix, tuple(questions))
+        longest = max(len(v.branch) + max(len(lab) for lab in v.labels) - 1 for q in questions for v in q.views)
+        if len(prefix) + longest > self.max_state_tokens:
+            raise ContextOverflowError(
+                f"state + longest question is {len(prefix) + longest} tokens (state {len(prefix)}, "
+                f"question {longest}); the limit is {self.max_state_tokens}",
+                part="state + longest question", tokens=len(prefix) + longest,
+                limit=self.max_state_tokens, field=("state",),
+            )
+        if plan.n_tokens > self.max_request_tokens:
+            raise ContextOverflowError(
+                f"request is {plan.n_tokens} tokens (state once plus all questions); "
+                f"the limit is {self.max_request_tokens}",
+                part="request total", tokens=plan.n_tokens, limit=self.max_request_tokens,
+                field=("questions",),
+            )
+        return plan
+
+    def count_tokens(self, request: EngineRequest) -> int:
+        """Tokens a request will run (raises like :meth:`plan`)."""
+        return self.plan(request).n_tokens
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run_plans(self, plans: Sequence[RequestPlan], strategy: str | None = None) -> list[EngineResult]:
+        """Answer planned requests in one batch with ``strategy`` (default: the engine's)."""
+        plans = list(plans)
+        if not plans:
+            return []
+        reads = self.runner.run(plans, strategy or self.strategy)
+        scores = self.readout.log_probs(reads.hidden, reads.labels)  # (N_labels,)
+        n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
+        dists = distributions(scores, reads.labels, n_options)
+        results = []
+        for r, plan in enumerate(plans):
+            answers = tuple(
+                Answer(qp.type, tuple(dists[(r, q)][0]), dists[(r, q)][1])
+                for q, qp in enumerate(plan.questions)
+            )
+            results.append(EngineResult(answers, Usage(input_tokens=plan.n_tokens)))
+        return results
+
+    def run_batch(
+        self, requests: Sequence[EngineRequest], strategy: str | None = None
+    ) -> list[EngineResult | LogitJudgeError]:
+        """Answer several requests; a request's own error is returned in its place."""
+        out: list[EngineResult | LogitJudgeError] = []
+        plans: list[tuple[int, RequestPlan]] = []
+        for i, req in enumerate(requests):
+            try:
+                plans.append((i, self.plan(req)))
+                out.append(None)  # type: ignore[arg-type]
+            except LogitJudgeError as exc:
+                out.append(exc)
+        for (i, _), res in zip(plans, self.run_plans([p for _, p in plans], strategy)):
+            out[i] = res
+        return out
+
+    def self_check(self, request: EngineRequest = SELF_CHECK_REQUEST) -> float:
+        """Compare the engine's strategy with separate passes; return the max |dp|.
+
+        Raises:
+            EngineDeadError: the difference exceeds :func:`tolerance_for` the model's dtype.
+        """
+        plan = self.plan(request)
+        got = self.run_plans([plan])[0]
+        ref = self.run_plans([plan], "separate")[0]
+        diff = max(abs(a - b) for x, y in zip(got.answers, ref.answers)
+                   for a, b in zip(x.probabilities, y.probabilities))
+        tol = tolerance_for(self.lm.dtype)
+        if diff > tol:
+            raise EngineDeadError(
+                f"self-check failed: strategy {self.strategy!r} differs from separate passes by "
+                f"{diff:.2e} (tolerance {tol:.0e}) on {self.lm.device}; refusing to serve"
+            )
+        logger.info("self-check: %s vs separate passes, max |dp| = %.2e", self.strategy, diff)
+        return diff
+
+
+def _check_question(q: Question, i: int) -> None:
+    n = len(q.options)
+    where = ("questions", i, "criteria")
+    if q.type == "noul":
+        if n != 2:
+            raise InvalidRequestError(f"questions[{i}]: a noul has exactly 2 outcomes, got {n}", field=where)
+    elif q.type == "choice":
+        if not 2 <= n <= MAX_CHOICE_OPTIONS:
+            raise InvalidRequestError(
+                f"questions[{i}].criteria: a choice needs 2..{MAX_CHOICE_OPTIONS} options, got {n}", field=where
+            )
+    elif q.type == "score":
+        if not 2 <= n <= MAX_SCORE_LEVELS:
+            raise InvalidRequestError(
+                f"questions[{i}].criteria: a score needs 2..{MAX_SCORE_LEVELS} levels, got {n}", field=where
+            )
+    else:
+        raise InvalidRequestError(f"questions[{i}].type: unknown type {q.type!r}", field=("questions", i, "type"))

@@ -1,0 +1,257 @@
+"""Prompt: the state and each question rendered into token ids, and the answer labels.
+
+One versioned template (:data:`PROMPT_VERSION`), wrapped in the model's own chat template::
+
+    <chat head: system turn, user turn opens>
+    State:
+    {state}                                  <- the prefix ends here, after a newline
+    Question: {instructions}                 <- each question's branch starts here
+    Options:
+    A. {name}: {description}
+    ...
+    Reply with the letter of the best option.
+    <chat tail: user turn closes, assistant turn opens>   <- the answer label is read next
+
+The prefix depends on the state only: never on the questions, their ids, order or count. Each
+branch depends on its own question only. All user text (state, instructions, option names and
+descriptions) is tokenized with ``split_special_tokens=True``, so a ``<|im_end|>`` inside a
+document reaches the model as plain text tokens and cannot forge the chat structure.
+
+Labels are token-id sequences read at the real prompt boundary: encoding ``tail + label`` must
+give ``tail ids + label ids``. noul uses the model's Yes/No words, score the digits 0..n-1,
+choice A..Z then two-letter strings that this tokenizer makes single tokens at the boundary.
+When a question needs more labels than the tokenizer has single tokens for, it gets fixed-width
+numbers (``001``..``255``) instead, possibly several tokens each; equal-length distinct strings
+are never token prefixes of each other, so summed log-probabilities compare fairly.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from logitjudge.engine.types import Question, Text
+from logitjudge.errors import UnsupportedModelError
+
+PROMPT_VERSION = "lj-prompt-1"
+
+SYSTEM_TEXT = (
+    "You are a careful, impartial judge. Read the state, then answer the question about it. "
+    "Reply with a single label and nothing else."
+)
+_PLACEHOLDER = "\u2063LJ-CONTENT\u2063"
+NOUL_LABELS = (("Yes", "No"), ("yes", "no"), ("A", "B"))
+DEFAULT_NOUL_INSTRUCTIONS = "Decide whether the statement below holds for the state."
+
+Label = tuple[int, ...]
+"""The token ids of one answer label, as the model would generate them after the prompt."""
+
+
+def render_text(text: Text | None) -> str:
+    """A Text as the model sees it: strings as they are, objects and arrays as canonical JSON."""
+    if text is None:
+        return ""
+    if isinstance(text, str):
+        return text
+    return json.dumps(text, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class View:
+    """One rendering of a question: its branch tokens and one label per displayed option.
+
+    Attributes:
+        branch: token ids of the question block and the chat tail (the state prefix excluded).
+        labels: per displayed option, the label's token ids.
+        option_index: per displayed option, the index of the request option it stands for
+            (identity unless the options are rotated for debiasing).
+    """
+
+    branch: tuple[int, ...]
+    labels: tuple[Label, ...]
+    option_index: tuple[int, ...]
+
+
+class PromptBuilder:
+    """Renders states and questions to token ids for one tokenizer.
+
+    Args:
+        tokenizer: a fast transformers tokenizer.
+        max_single_token_labels: cap on single-token choice labels (``None``: as many as the
+            tokenizer supplies). Lower it only to test the multi-token path.
+
+    Raises:
+        UnsupportedModelError: the chat template's tail does not keep its tokens when a label
+            follows it (the readout boundary would be wrong).
+    """
+
+    def __init__(self, tokenizer: Any, *, max_single_token_labels: int | None = None) -> None:
+        self.tokenizer = tokenizer
+        head, tail = self._chat_frame()
+        self.head_ids = self._encode_special(head)
+        bos = getattr(tokenizer, "bos_token_id", None)
+        if bos is not None and not self.head_ids[:1] == [bos]:
+            probe = tokenizer("x", add_special_tokens=True)["input_ids"]
+            if probe[:1] == [bos]:
+                self.head_ids = [bos, *self.head_ids]
+        self.tail_text = tail
+        self.tail_ids = self._encode_special(tail)
+        self.noul_labels = self._first_working(NOUL_LABELS)
+        self.score_labels = tuple(self.boundary_label(str(i)) for i in range(10))
+        choice = [c for c in self._choice_candidates() if c is not None]
+        if max_single_token_labels is not None:
+            choice = choice[:max_single_token_labels]
+        self.choice_label_texts = tuple(t for t, _ in choice)
+        self.choice_labels = tuple(ids for _, ids in choice)
+
+    # -- encoding ----------------------------------------------------------------------------
+
+    def _encode_special(self, text: str) -> list[int]:
+        """Template text: control tokens in it are parsed as control tokens."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def encode_user(self, text: str) -> list[int]:
+        """User text: control-token strings are split into plain tokens (cannot forge structure)."""
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+    def _chat_frame(self) -> tuple[str, str]:
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            for messages in (
+                [{"role": "system", "content": SYSTEM_TEXT}, {"role": "user", "content": _PLACEHOLDER}],
+                [{"role": "user", "content": SYSTEM_TEXT + "\n\n" + _PLACEHOLDER}],
+            ):
+                try:
+                    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+                except Exception:  # noqa: BLE001 - templates raise anything (e.g. "no system role")
+                    continue
+                if isinstance(text, str) and text.count(_PLACEHOLDER) == 1:
+                    head, tail = text.split(_PLACEHOLDER)
+                    return head, tail
+        return SYSTEM_TEXT + "\n\n", "\nAnswer:\n"
+
+    def boundary_label(self, text: str) -> Label:
+        """Token ids of ``text`` as it follows the chat tail.
+
+        Raises:
+            UnsupportedModelError: the tail's own tokens change when the label follows it.
+        """
+        ids = self._encode_special(self.tail_text + text)
+        n = len(self.tail_ids)
+        if ids[:n] != self.tail_ids or len(ids) == n:
+            raise UnsupportedModelError(
+                f"the chat template's answer boundary is unstable for label {text!r} with this tokenizer"
+            )
+        return tuple(ids[n:])
+
+    def _first_working(self, pairs: tuple[tuple[str, str], ...]) -> tuple[Label, Label]:
+        """The first label pair that is single-token and distinct; else the first pair, multi-token."""
+        fallback = None
+        for a, b in pairs:
+            la, lb = self.boundary_label(a), self.boundary_label(b)
+            if fallback is None:
+                fallback = (la, lb)
+            if len(la) == 1 and len(lb) == 1 and la != lb:
+                return la, lb
+        assert fallback is not None
+        if not is_prefix_free(fallback):
+            raise UnsupportedModelError("the noul labels are token prefixes of each other")
+        return fallback
+
+    def _choice_candidates(self) -> list[tuple[str, Label] | None]:
+        """A..Z, then every uppercase pair that is one token at the boundary; distinct ids only."""
+        letters = string.ascii_uppercase
+        seen: set[int] = set()
+        out: list[tuple[str, Label] | None] = []
+        for text in itertools.chain(letters, ("".join(p) for p in itertools.product(letters, repeat=2))):
+            ids = self.boundary_label(text)
+            if len(ids) == 1 and ids[0] not in seen:
+                seen.add(ids[0])
+                out.append((text, ids))
+        return out
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def prefix_ids(self, state: Text) -> list[int]:
+        """The shared state prefix: chat head + ``State:\\n{state}\\n``. Depends on the state only."""
+        return self.head_ids + self.encode_user("State:\n" + render_text(state) + "\n")
+
+    def label_texts(self, question: Question) -> tuple[tuple[str, ...], tuple[Label, ...]]:
+        """The label strings shown in the prompt and their token ids, for each displayed position."""
+        n = len(question.options)
+        if question.type == "noul":
+            yes, no = self.noul_labels
+            return (self.tokenizer.decode(list(yes)).strip(), self.tokenizer.decode(list(no)).strip()), (yes, no)
+        if question.type == "score":
+            return tuple(str(i) for i in range(n)), self.score_labels[:n]
+        if n <= len(self.choice_labels):
+            return self.choice_label_texts[:n], self.choice_labels[:n]
+        width = len(str(n))
+        texts = tuple(str(i + 1).zfill(width) for i in range(n))
+        labels = tuple(self.boundary_label(t) for t in texts)
+        if len(set(labels)) != n:
+            raise UnsupportedModelError(f"the tokenizer cannot give {n} distinct answer labels")
+        return texts, labels
+
+    def view(self, question: Question, rotation: int = 0) -> View:
+        """Render one question (optionally with its options rotated by ``rotation`` places).
+
+        For a choice the labels follow the displayed position; for a score the digit stays with
+        its level (the number is the level) and only the listing order rotates.
+        """
+        n = len(question.options)
+        order = tuple((k + rotation) % n for k in range(n))  # displayed position -> option index
+        texts, labels = self.label_texts(question)
+        lines = []
+        if question.type == "noul":
+            yes_t, no_t = texts
+            true, false = question.options[0].description, question.options[1].description
+            instr = render_text(question.instructions) or DEFAULT_NOUL_INSTRUCTIONS
+            lines.append(f"Question: {instr}")
+            if true is not None:
+                lines.append(f"Answer {yes_t} if: {render_text(true)}")
+            if false is not None:
+                lines.append(f"Answer {no_t} if: {render_text(false)}")
+            lines.append(f"Reply with {yes_t} or {no_t}.")
+            display_labels, option_index = labels, (0, 1)
+        elif question.type == "choice":
+            if question.instructions is not None:
+                lines.append(f"Question: {render_text(question.instructions)}")
+            else:
+                lines.append("Question: Which option fits the state best?")
+            lines.append("Options:")
+            for pos, k in enumerate(order):
+                opt = question.options[k]
+                desc = "" if opt.description is None else f": {render_text(opt.description)}"
+                lines.append(f"{texts[pos]}. {opt.name}{desc}")
+            noun = "letter" if texts[0].isalpha() else "number"
+            lines.append(f"Reply with the {noun} of the best option.")
+            display_labels, option_index = labels, order
+        else:
+            if question.instructions is not None:
+                lines.append(f"Question: {render_text(question.instructions)}")
+            else:
+                lines.append("Question: Which level fits the state best?")
+            lines.append(f"Levels, from lowest (0) to highest ({n - 1}):")
+            for k in order:
+                lines.append(f"{k}. {render_text(question.options[k].description)}")
+            lines.append("Reply with the number of the level that fits best.")
+            display_labels, option_index = labels, tuple(range(n))
+        branch = self.encode_user("\n".join(lines)) + self.tail_ids
+        return View(tuple(branch), tuple(display_labels), tuple(option_index))
+
+    def views(self, question: Question) -> tuple[View, ...]:
+        """The question's views: one, or ``question.rotations`` cyclic rotations (choice/score)."""
+        k = 1 if question.type == "noul" else max(1, min(question.rotations, len(question.options)))
+        return tuple(self.view(question, r) for r in range(k))
+
+
+def is_prefix_free(labels: tuple[Label, ...] | list[Label]) -> bool:
+    """True when no label's token ids are a prefix of (or equal to) another label's."""
+    for a, b in itertools.permutations(labels, 2):
+        if b[: len(a)] == a:
+            return False
+    return True

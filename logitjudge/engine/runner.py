@@ -1,0 +1,253 @@
+"""The forward pass: hidden states at the read positions of packed requests.
+
+Strategies behind one interface, ``run(plans) -> Reads``:
+
+``packed``         prefix + all branches of one or more requests in one row, with a block mask.
+``prefix_packed``  the prefix once into a KV cache, then all branches in one row after it,
+                   block-masked among themselves.
+``prefix_rows``    the prefix once into a KV cache, then one row per question from copies of the
+                   cache, no mask. Required where layers ignore masks (recurrent, SSM, linear
+                   attention); right padding is harmless because reads come before it.
+``separate``       the naive reference: one full causal forward per question, nothing shared.
+                   Used by the start-up self-check, the parity tests and the speed benchmark.
+
+Only hidden states at read positions leave this module; the LM head runs in ``readout`` on them.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from logitjudge.engine.pack import (
+    LabelTerm,
+    RequestPlan,
+    Tree,
+    additive_mask,
+    add_request,
+    allowed_matrix,
+    lay_out,
+)
+
+STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
+
+
+@dataclass
+class Reads:
+    """Hidden states at read positions and the labels that use them.
+
+    Attributes:
+        hidden: (R, H) final hidden states (after the model's last norm), model dtype.
+        labels: every label of every question view; ``terms`` index rows of ``hidden``.
+        tokens_run: tokens that went through the model (the sum over requests of ``n_tokens``,
+            or more for ``separate``, which re-runs the prefix per question).
+    """
+
+    hidden: torch.Tensor
+    labels: list[LabelTerm]
+    tokens_run: int
+
+
+def attention_windows(config: Any) -> dict[str, int | None] | int | None:
+    """How masks must be built for this model's attention layers.
+
+    Returns ``None`` (one causal-style mask for every layer), an ``int`` (every layer uses a
+    sliding window of that span), or a dict ``{layer_type: window or None}`` when layer types
+    differ (e.g. Gemma 3's sliding and full layers): one mask per type, passed as a dict. One
+    mask for all layers would silently disable the window.
+    """
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        kinds = {t: (window if t == "sliding_attention" else None) for t in set(layer_types)}
+        return kinds if any(v is not None for v in kinds.values()) else None
+    if window and getattr(config, "use_sliding_window", True):
+        return int(window)
+    return None
+
+
+class Runner:
+    """Runs packed requests through a loaded causal LM.
+
+    Args:
+        model: a transformers ``*ForCausalLM`` in eval mode.
+        device: where input tensors go (the input embeddings' device).
+        dtype: the model's dtype (masks are built in it).
+        max_batch_tokens: the most tokens one ``packed`` row holds (several requests share a row
+            up to this; a larger request runs alone).
+    """
+
+    def __init__(self, model: Any, device: torch.device, dtype: torch.dtype, *, max_batch_tokens: int = 8192):
+        self.model = model
+        self.decoder = getattr(model, model.base_model_prefix)
+        self.device = device
+        self.dtype = dtype
+        self.max_batch_tokens = max_batch_tokens
+        self.windows = attention_windows(model.config)
+        self.pad_id = int(getattr(model.config, "pad_token_id", None) or 0)
+
+    # -- masks -------------------------------------------------------------------------------
+
+    def _mask(self, allowed_for: Any) -> Any:
+        """Build the attention mask(s); ``allowed_for(window)`` gives the (Lq, Lk) bool matrix."""
+        if isinstance(self.windows, dict):
+            return {t: additive_mask(allowed_for(w), self.dtype).to(self.device) for t, w in self.windows.items()}
+        return additive_mask(allowed_for(self.windows), self.dtype).to(self.device)
+
+    def _decode(self, input_ids: torch.Tensor, position_ids: torch.Tensor, **kw: Any) -> Any:
+        return self.decoder(
+            input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw
+        )
+
+    # -- strategies --------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def run(self, plans: list[RequestPlan], strategy: str) -> Reads:
+        """Hidden states at every read position of ``plans`` with the given strategy."""
+        if strategy == "packed":
+            return self._packed(plans)
+        if strategy == "prefix_packed":
+            return self._prefix_packed(plans)
+        if strategy == "prefix_rows":
+            return self._prefix_rows(plans)
+        if strategy == "separate":
+            return self._separate(plans)
+        raise ValueError(f"unknown strategy {strategy!r}; one of {STRATEGIES}")
+
+    def _packed(self, plans: list[RequestPlan]) -> Reads:
+        groups: list[list[int]] = []
+        size = 0
+        for i, p in enumerate(plans):
+            if groups and size + p.n_tokens <= self.max_batch_tokens:
+                groups[-1].append(i)
+                size += p.n_tokens
+            else:
+                groups.append([i])
+                size = p.n_tokens
+        hidden, labels, run = [], [], 0
+        for group in groups:
+            tree = Tree()
+            for i in group:
+                add_request(tree, plans[i], i)
+            row = lay_out(tree)
+            mask = self._mask(lambda w, row=row: allowed_matrix(row, window=w))
+            out = self._decode(
+                row.input_ids[None], row.position_ids[None], attention_mask=mask, use_cache=False
+            )
+            hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_g, H)
+            labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
+            run += row.input_ids.numel()
+        return Reads(torch.cat(hidden), labels, run)
+
+    def _prefix_cache(self, plan: RequestPlan) -> Any:
+        ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
+        out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
+        return out.past_key_values
+
+    def _prefix_packed(self, plans: list[RequestPlan]) -> Reads:
+        hidden, labels, run = [], [], 0
+        for i, plan in enumerate(plans):
+            cache = self._prefix_cache(plan)
+            tree = Tree()
+            add_request(tree, plan, i, with_prefix=False)
+            row = lay_out(tree)
+            S = len(plan.prefix)
+
+            def allowed_for(w: int | None, row: Any = row, S: int = S) -> torch.Tensor:
+                prefix = torch.ones(row.input_ids.numel(), S, dtype=torch.bool)  # (Lb, S)
+                if w is not None:
+                    prefix &= (row.position_ids[:, None] - torch.arange(S)[None, :]) < w
+                return torch.cat([prefix, allowed_matrix(row, window=w)], dim=1)  # (Lb, S + Lb)
+
+            out = self._decode(
+                row.input_ids[None], row.position_ids[None], attention_mask=self._mask(allowed_for),
+                past_key_values=cache, use_cache=True,
+            )
+            hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_i, H)
+            labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
+            run += S + row.input_ids.numel()
+        return Reads(torch.cat(hidden), labels, run)
+
+    def _prefix_rows(self, plans: list[RequestPlan]) -> Reads:
+        hidden, labels, run = [], [], 0
+        for i, plan in enumerate(plans):
+            cache = self._prefix_cache(plan)
+            rows, reads_local = _rows_of(plan, i)
+            S = len(plan.prefix)
+            run += S + sum(len(r) for r, _ in rows)
+            base = sum(h.shape[0] for h in hidden)
+            per_row = max(1, self.max_batch_tokens // max(len(r) for r, _ in rows))
+            row_hidden: list[torch.Tensor] = []
+            for start in range(0, len(rows), per_row):
+                chunk = rows[start : start + per_row]
+                width = max(len(r) for r, _ in chunk)
+                ids = torch.full((len(chunk), width), self.pad_id, dtype=torch.long)  # (B, W) right-padded
+                for b, (r, _) in enumerate(chunk):
+                    ids[b, : len(r)] = torch.tensor(r)
+                pos = torch.arange(S, S + width)[None].expand(len(chunk), -1)
+                c = _repeat_cache(cache, len(chunk))
+                out = self._decode(ids, pos, past_key_values=c, use_cache=True)
+                for b, (_, offsets) in enumerate(chunk):
+                    row_hidden.append(out.last_hidden_state[b, torch.tensor(offsets, device=self.device)])
+            hidden.append(torch.cat(row_hidden))
+            labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
+                       for t in reads_local]
+        return Reads(torch.cat(hidden), labels, run)
+
+    def _separate(self, plans: list[RequestPlan]) -> Reads:
+        hidden, labels, run = [], [], 0
+        for i, plan in enumerate(plans):
+            rows, reads_local = _rows_of(plan, i)
+            base = sum(h.shape[0] for h in hidden)
+            parts = []
+            for r, offsets in rows:
+                ids = torch.tensor(plan.prefix + r, dtype=torch.long)[None]  # (1, S + q)
+                out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=False)
+                at = torch.tensor([len(plan.prefix) + o for o in offsets], device=self.device)
+                parts.append(out.last_hidden_state[0, at])
+                run += ids.shape[1]
+            hidden.append(torch.cat(parts))
+            labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
+                       for t in reads_local]
+        return Reads(torch.cat(hidden), labels, run)
+
+
+def _shift(labels: list[LabelTerm], by: int) -> list[LabelTerm]:
+    return [LabelTerm(t.request, t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms]) for t in labels]
+
+
+def _rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[LabelTerm]]:
+    """One token row per view (per label when labels span several tokens), after the prefix.
+
+    Returns the rows as ``(tokens, read offsets within the row)`` and the labels, whose read
+    indices count reads over all rows in order.
+    """
+    rows: list[tuple[tuple[int, ...], list[int]]] = []
+    labels: list[LabelTerm] = []
+    n_reads = 0
+    for qi, q in enumerate(plan.questions):
+        for vi, view in enumerate(q.views):
+            last = len(view.branch) - 1
+            if all(len(lab) == 1 for lab in view.labels):
+                rows.append((view.branch, [last]))
+                labels += [LabelTerm(request, qi, vi, opt, [(n_reads, lab[0])])
+                           for lab, opt in zip(view.labels, view.option_index)]
+                n_reads += 1
+                continue
+            for lab, opt in zip(view.labels, view.option_index):
+                offsets = [last + k for k in range(len(lab))]
+                rows.append((view.branch + lab[:-1], offsets))
+                labels.append(LabelTerm(request, qi, vi, opt, [(n_reads + k, lab[k]) for k in range(len(lab))]))
+                n_reads += len(lab)
+    return rows, labels
+
+
+def _repeat_cache(cache: Any, n: int) -> Any:
+    """A copy of a batch-1 KV cache repeated to batch ``n`` (the prefix is shared, never mutated)."""
+    c = copy.deepcopy(cache)
+    if n > 1:
+        c.batch_repeat_interleave(n)
+    return c

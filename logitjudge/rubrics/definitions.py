@@ -1,0 +1,241 @@
+"""Evaluator definitions: declarative data validated into strict models at load.
+
+An evaluator is data (see ``catalogue.json`` beside this module), not code: its name and
+version, the request fields it needs, the System One question type, the question template, the
+options or levels, how answers become a result (``scoring``) and its default threshold. Loading
+fails loudly on anything unexpected (``extra="forbid"``), and every `` `field` `` reference in a
+template or description must name a declared field, so a typo never reaches the model.
+
+Template references (spec B.2): `` `input` ``, `` `output` ``, `` `expected` ``, `` `context` ``,
+and for per-chunk evaluators `` `context[i]` ``, where ``i`` becomes the chunk index (0-based) in
+each generated question. References stay in the question text as written: the state holds
+fields of the same names, so the model reads "`context[2]`" next to a state with a ``context``
+array.
+
+Adding an evaluator: add an entry to ``catalogue.json`` (or load your own file with
+:func:`logitjudge.rubrics.registry.Registry.from_file`); no engine or server change is needed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+__all__ = [
+    "DATA_FIELDS",
+    "ITEM_FIELDS",
+    "FieldName",
+    "OptionDef",
+    "NoulCriteriaDef",
+    "EvaluatorDef",
+    "SuiteDef",
+    "Catalogue",
+    "template_references",
+]
+
+DATA_FIELDS: tuple[str, ...] = ("input", "output", "expected", "context")
+"""Request fields that form the state, in the order the state lists them (spec B.2)."""
+
+ITEM_FIELDS: tuple[str, ...] = (*DATA_FIELDS, "question")
+"""Fields an evaluator may require: the data fields plus a typed ``question`` (dataset rows)."""
+
+FieldName = Literal["input", "output", "expected", "context", "question"]
+Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
+
+_REF = re.compile(r"`([^`]*)`")
+_FIELD_REF = re.compile(r"^(?P<field>[a-z_]+)(?:\[(?P<index>i|\d+)\])?$")
+
+
+class _Strict(BaseModel):
+    """Internal definitions: unknown keys are errors, values are frozen after load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OptionDef(_Strict):
+    """One option of a choice evaluator: its name (echoed in results) and what it means."""
+
+    name: Annotated[str, StringConstraints(min_length=1)]
+    description: str
+
+
+class NoulCriteriaDef(_Strict):
+    """Descriptions of the yes and no outcomes of a noul evaluator; either may be omitted."""
+
+    true: str | None = None
+    false: str | None = None
+
+
+def template_references(text: str) -> list[tuple[str, str | None]]:
+    """The `` `field` `` / `` `field[i]` `` references in ``text``, as ``(field, index)`` pairs.
+
+    Raises:
+        ValueError: a backtick span that is not a field reference (e.g. `` `I cannot` ``).
+    """
+    refs: list[tuple[str, str | None]] = []
+    for span in _REF.findall(text):
+        m = _FIELD_REF.match(span)
+        if m is None:
+            raise ValueError(f"backtick span `{span}` is not a field reference like `output` or `context[i]`")
+        refs.append((m.group("field"), m.group("index")))
+    if text.count("`") % 2:
+        raise ValueError(f"unbalanced backtick in {text!r}")
+    return refs
+
+
+class EvaluatorDef(_Strict):
+    """One evaluator, as data.
+
+    Attributes:
+        name: the name requests use (``chunk_relevance``); also the question-id namespace.
+        version: bumped whenever the wording, options or scoring change (results record it).
+        summary: one line for docs and ``GET`` listings.
+        source: where the wording comes from: ``"docs"`` (the hosted evaluator's page, verbatim)
+            or ``"ours"`` (designed here; spec Part B marks it INF).
+        required: fields that must be present and non-empty, else the evaluator is skipped (in a
+            suite) or the request is refused (named explicitly).
+        optional: fields the template may mention that need not be present.
+        question_type: the System One type of each generated question; ``"typed"`` means the
+            item brings its own question (``typed_question``).
+        per_chunk: one question per chunk of ``context`` (``context[i]`` in the template).
+        template: the question's instructions, with `` `field` `` references.
+        criteria: noul only: descriptions of the yes/no outcomes.
+        options: choice only: the options, in order.
+        levels: score only: the ordered levels, lowest first (2..10).
+        scoring: how answers become a result (see ``logitjudge.rubrics.scoring``):
+            ``probability`` (one noul: score = p(yes)), ``rubric`` (one score question: score =
+            E[level]/(L-1)), ``chunk_precision`` (noul per chunk: relevant/N),
+            ``chunk_support`` (choice per chunk: max(0, (S-C)/N), any contradiction fails),
+            ``typed_question`` (the item's own question, answered as asked).
+        threshold: default pass threshold on the 0..1 score (overridable per request).
+    """
+
+    name: Name
+    version: Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+)*$")]
+    summary: str
+    source: Literal["docs", "ours"]
+    required: tuple[FieldName, ...]
+    optional: tuple[FieldName, ...] = ()
+    question_type: Literal["noul", "choice", "score", "typed"]
+    per_chunk: bool = False
+    template: str | None = None
+    criteria: NoulCriteriaDef | None = None
+    options: tuple[OptionDef, ...] | None = None
+    levels: tuple[str, ...] | None = None
+    scoring: Literal["probability", "rubric", "chunk_precision", "chunk_support", "typed_question"]
+    threshold: Annotated[float, Field(ge=0.0, le=1.0)]
+
+    @model_validator(mode="after")
+    def _check(self) -> EvaluatorDef:
+        declared = set(self.required) | set(self.optional)
+        if len(declared) != len(self.required) + len(self.optional):
+            raise ValueError(f"{self.name}: a field is listed twice in required/optional")
+        shape = {
+            "noul": self.options is None and self.levels is None,
+            "choice": self.options is not None and self.levels is None and self.criteria is None,
+            "score": self.levels is not None and self.options is None and self.criteria is None,
+            "typed": self.options is None and self.levels is None and self.criteria is None,
+        }
+        if not shape[self.question_type]:
+            raise ValueError(
+                f"{self.name}: question_type {self.question_type!r} takes "
+                + {"noul": "optional criteria", "choice": "options", "score": "levels", "typed": "nothing"}[
+                    self.question_type
+                ]
+                + " (and nothing of the other types)"
+            )
+        if self.options is not None:
+            names = [o.name for o in self.options]
+            if not 2 <= len(names) <= 255 or len(set(names)) != len(names):
+                raise ValueError(f"{self.name}: options must be 2..255 distinct names")
+        if self.levels is not None and not 2 <= len(self.levels) <= 10:
+            raise ValueError(f"{self.name}: levels must number 2..10")
+        compatible = {
+            "probability": ("noul", False),
+            "rubric": ("score", False),
+            "chunk_precision": ("noul", True),
+            "chunk_support": ("choice", True),
+            "typed_question": ("typed", False),
+        }[self.scoring]
+        if (self.question_type, self.per_chunk) != compatible:
+            raise ValueError(
+                f"{self.name}: scoring {self.scoring!r} needs question_type {compatible[0]!r} "
+                f"with per_chunk={compatible[1]}"
+            )
+        if self.scoring == "chunk_support":
+            names = {o.name for o in self.options or ()}
+            if not {"supports", "contradicts"} <= names:
+                raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
+        if self.per_chunk and "context" not in self.required:
+            raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
+        if self.question_type == "typed":
+            if self.template is not None or "question" not in self.required:
+                raise ValueError(f"{self.name}: a typed evaluator has no template and requires `question`")
+        elif self.template is None:
+            raise ValueError(f"{self.name}: template is required")
+        for text in self._texts():
+            try:
+                refs = template_references(text)
+            except ValueError as exc:
+                raise ValueError(f"{self.name}: {exc}") from None
+            for field, index in refs:
+                if field not in declared or field == "question":
+                    raise ValueError(
+                        f"{self.name}: template references `{field}`, which is not a declared field "
+                        f"(declared: {', '.join(sorted(declared))})"
+                    )
+                if index is not None and (field != "context" or index != "i" or not self.per_chunk):
+                    raise ValueError(
+                        f"{self.name}: `{field}[{index}]` is allowed only as `context[i]` in a per-chunk evaluator"
+                    )
+        if self.per_chunk and "`context[i]`" not in (self.template or ""):
+            raise ValueError(f"{self.name}: a per-chunk template must mention `context[i]`")
+        return self
+
+    def _texts(self) -> list[str]:
+        texts = [self.template or ""]
+        if self.criteria is not None:
+            texts += [t for t in (self.criteria.true, self.criteria.false) if t]
+        texts += [o.description for o in self.options or ()]
+        texts += list(self.levels or ())
+        return texts
+
+    @property
+    def top_level(self) -> int:
+        """The highest level index of a score evaluator (L - 1)."""
+        return len(self.levels or ()) - 1
+
+
+class SuiteDef(_Strict):
+    """A named list of evaluators, expanded in order (spec B.5)."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
+    summary: str
+    members: Annotated[tuple[Name, ...], Field(min_length=1)]
+
+
+class Catalogue(_Strict):
+    """The file format of ``catalogue.json``: a version, evaluators and suites."""
+
+    format: Literal[1]
+    evaluators: tuple[EvaluatorDef, ...]
+    suites: tuple[SuiteDef, ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> Catalogue:
+        names = [e.name for e in self.evaluators]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"evaluator defined twice: {', '.join(dupes)}")
+        known = set(names)
+        for suite in self.suites:
+            if suite.name.lower() in {n.lower() for n in known}:
+                raise ValueError(f"suite {suite.name!r} clashes with an evaluator name")
+            missing = [m for m in suite.members if m not in known]
+            if missing:
+                raise ValueError(f"suite {suite.name!r} names unknown evaluators: {', '.join(missing)}")
+            if len(set(suite.members)) != len(suite.members):
+                raise ValueError(f"suite {suite.name!r} lists an evaluator twice")
+        return self

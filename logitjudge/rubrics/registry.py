@@ -1,0 +1,141 @@
+"""The evaluator registry: names -> definitions, suites -> members, typos -> "did you mean".
+
+::
+
+    reg = default_registry()
+    reg.get("chunk_relevance")                 # EvaluatorDef
+    reg.select(["RAG", "conciseness"])         # [Selected(def, explicit=False), ..., Selected(conciseness, True)]
+    reg.get("chunk_relevence")                 # UnknownEvaluatorError: ... did you mean 'chunk_relevance'?
+
+Evaluator names match exactly; suite names also match in any case (``rag``), as spec B.5
+suggests. A suite expands to its members in order; an evaluator named twice (directly or
+through suites) runs once, and counts as explicit if it was named directly anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from logitjudge.errors import InvalidRequestError
+from logitjudge.rubrics.definitions import Catalogue, EvaluatorDef, SuiteDef
+
+__all__ = ["Registry", "Selected", "UnknownEvaluatorError", "default_registry"]
+
+
+class UnknownEvaluatorError(InvalidRequestError):
+    """A name is neither an evaluator nor a suite; ``suggestions`` holds the close matches.
+
+    ``field`` is ``("evaluators", i)`` when the name came from position i of a request's list.
+    """
+
+    def __init__(self, message: str, *, name: str, suggestions: Sequence[str], field: Sequence[str | int] = ()):
+        super().__init__(message, field=field)
+        self.name = name
+        self.suggestions = tuple(suggestions)
+
+
+@dataclass(frozen=True)
+class Selected:
+    """One evaluator chosen for a run; ``explicit`` when named directly (not only via a suite)."""
+
+    definition: EvaluatorDef
+    explicit: bool
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+
+class Registry:
+    """Evaluator definitions and suites, looked up by name."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.catalogue = catalogue
+        self.evaluators: dict[str, EvaluatorDef] = {e.name: e for e in catalogue.evaluators}
+        self.suites: dict[str, SuiteDef] = {s.name: s for s in catalogue.suites}
+        self._suite_by_lower = {s.name.lower(): s for s in catalogue.suites}
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Registry:
+        """Load and validate a catalogue JSON file (``format``, ``evaluators``, ``suites``).
+
+        Raises:
+            pydantic.ValidationError: the file breaks a rule (unknown key, bad reference, ...).
+        """
+        return cls(Catalogue.model_validate(json.loads(Path(path).read_text(encoding="utf-8"))))
+
+    def names(self) -> list[str]:
+        """Evaluator names, then suite names, in catalogue order."""
+        return [*self.evaluators, *self.suites]
+
+    def suggest(self, name: str) -> list[str]:
+        """Up to three known names close to ``name`` (case-insensitive)."""
+        lowered = {n.lower(): n for n in self.names()}
+        return [lowered[m] for m in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]
+
+    def unknown(self, name: str, *, field: Sequence[str | int] = ()) -> UnknownEvaluatorError:
+        """The error for an unknown name, with a did-you-mean when one is close."""
+        suggestions = self.suggest(name)
+        hint = (
+            f"; did you mean {' or '.join(repr(s) for s in suggestions)}?"
+            if suggestions
+            else f"; known: {', '.join(self.names())}"
+        )
+        return UnknownEvaluatorError(
+            f"Unknown evaluator {name!r}{hint}", name=name, suggestions=suggestions, field=field
+        )
+
+    def get(self, name: str) -> EvaluatorDef:
+        """The evaluator called ``name``.
+
+        Raises:
+            UnknownEvaluatorError: no such evaluator (suites are not evaluators here).
+        """
+        try:
+            return self.evaluators[name]
+        except KeyError:
+            raise self.unknown(name) from None
+
+    def suite(self, name: str) -> SuiteDef | None:
+        """The suite called ``name`` in any case, or None."""
+        return self._suite_by_lower.get(name.lower())
+
+    def select(self, names: Iterable[str], *, field: Sequence[str | int] = ("evaluators",)) -> list[Selected]:
+        """Expand evaluator and suite names into an ordered, duplicate-free selection.
+
+        Args:
+            names: evaluator and/or suite names, in request order.
+            field: the request path of the list, used in errors as ``(*field, i)``.
+
+        Raises:
+            UnknownEvaluatorError: a name is unknown (``field`` ends with its position).
+            InvalidRequestError: ``names`` is empty.
+        """
+        names = list(names)
+        if not names:
+            raise InvalidRequestError("name at least one evaluator or suite", field=tuple(field))
+        order: list[str] = []
+        explicit: set[str] = set()
+        for i, name in enumerate(names):
+            if name in self.evaluators:
+                members: Sequence[str] = (name,)
+                explicit.add(name)
+            elif (suite := self.suite(name)) is not None:
+                members = suite.members
+            else:
+                raise self.unknown(name, field=(*field, i))
+            order += [m for m in members if m not in order]
+        return [Selected(self.evaluators[n], n in explicit) for n in order]
+
+
+@lru_cache(maxsize=1)
+def default_registry() -> Registry:
+    """The shipped catalogue (``logitjudge/rubrics/catalogue.json``), loaded once."""
+    text = resources.files("logitjudge.rubrics").joinpath("catalogue.json").read_text(encoding="utf-8")
+    return Registry(Catalogue.model_validate(json.loads(text)))

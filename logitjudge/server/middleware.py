@@ -1,0 +1,187 @@
+"""ASGI middlewares of the server: metrics, API-key auth, and request bodies (size cap, zstd).
+
+Pure ASGI (no ``BaseHTTPMiddleware``), so the endpoint still sees the client's disconnect through
+``receive`` after the body, and a freed queue place follows a closed connection at once.
+
+Order, outermost first: :class:`MetricsMiddleware` (counts every response, 401s included), then
+:class:`BearerAuthMiddleware` (before any body is read, so an unauthenticated client cannot make
+the server buffer a large body), then :class:`BodyMiddleware`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import io
+import time
+from collections.abc import Iterable
+
+import zstandard
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from logitjudge.server.errors import error_response
+from logitjudge.server.metrics import ServerMetrics
+
+__all__ = ["MetricsMiddleware", "BearerAuthMiddleware", "BodyMiddleware", "OPEN_PATHS"]
+
+OPEN_PATHS = frozenset({"/healthz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+"""Paths answered without an API key: probes, metrics and the API documentation."""
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class MetricsMiddleware:
+    """Counts requests by route template, method and status, and observes their latency."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500  # if the app raises before starting a response, the server sends a 500
+
+        async def send_and_record(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_record)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe_request(template, scope["method"], status, time.perf_counter() - started)
+
+
+class BearerAuthMiddleware:
+    """With keys configured, every path outside :data:`OPEN_PATHS` needs ``Authorization: Bearer <key>``.
+
+    Keys are compared with :func:`hmac.compare_digest` against every configured key (no early
+    exit), and never logged. Without keys the middleware is a no-op: an ``Authorization`` header
+    is accepted and ignored (spec A.3 AU2).
+    """
+
+    def __init__(self, app: ASGIApp, keys: Iterable[str]) -> None:
+        self.app = app
+        self._keys = tuple(k.encode("utf-8") for k in keys if k)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self._keys or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        header = Headers(scope=scope).get("authorization")
+        if not header:
+            message = "Must supply an API key: send Authorization: Bearer <key>"
+        else:
+            scheme, _, token = header.strip().partition(" ")
+            if scheme.lower() == "bearer" and self._matches(token.strip().encode("latin-1")):
+                await self.app(scope, receive, send)
+                return
+            message = "Cannot authenticate with the server: the API key is not valid"
+        response = error_response(401, "authentication_error", message, {"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+
+    def _matches(self, token: bytes) -> bool:
+        ok = False
+        for key in self._keys:
+            ok |= hmac.compare_digest(token, key)
+        return ok
+
+
+class BodyMiddleware:
+    """Reads request bodies under a byte cap and decodes ``Content-Encoding: zstd``.
+
+    - A body (or a declared ``Content-Length``) over ``max_body_bytes`` gets 413
+      ``request_too_large``; so does a zstd body that decompresses to more than that.
+    - ``zstd`` bodies are decompressed and passed on without the ``Content-Encoding`` header
+      (typesafe-sdk 0.7.5 compresses bodies of 1 KiB and more; spec A.2 T10). ``identity`` is
+      passed through; any other encoding gets 415.
+    - ``multipart/form-data`` on ``POST /v1/systemone`` (the SDK's image assets, T11) gets 400
+      ``api_usage_error``: this is a text-only engine.
+
+    After the body, ``receive`` is the client's own, so the endpoint can see a disconnect.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("identity", "zstd", ""):
+            response = error_response(
+                415, "unsupported_media_type", f"Content-Encoding {encoding!r} is not supported (use zstd)"
+            )
+            await response(scope, receive, send)
+            return
+        if scope["path"] == "/v1/systemone" and headers.get("content-type", "").lower().startswith("multipart/"):
+            response = error_response(
+                400, "api_usage_error", "image assets are not supported by this model (text-only engine)"
+            )
+            await response(scope, receive, send)
+            return
+        declared = headers.get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_body_bytes:
+            await self._too_large(scope, receive, send)
+            return
+
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client left before sending its body: nobody to answer
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body_bytes:
+                await self._too_large(scope, receive, send)
+                return
+
+        if encoding == "zstd":
+            decoded = self._decompress(bytes(body))
+            if decoded is None:
+                await self._too_large(scope, receive, send)
+                return
+            if isinstance(decoded, str):
+                await error_response(400, "invalid_request_error", decoded)(scope, receive, send)
+                return
+            body = bytearray(decoded)
+            raw = [(k, v) for k, v in scope["headers"] if k.lower() not in (b"content-encoding", b"content-length")]
+            scope = {**scope, "headers": [*raw, (b"content-length", str(len(body)).encode("ascii"))]}
+
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _decompress(self, data: bytes) -> bytes | str | None:
+        """The decoded body; ``None`` when it is over the cap; a message when it is not zstd."""
+        out = bytearray()
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+            while chunk := reader.read(1 << 16):
+                out += chunk
+                if len(out) > self.max_body_bytes:
+                    return None
+        except zstandard.ZstdError as exc:
+            return f"the body is not valid zstd ({exc})"
+        return bytes(out)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message = f"request body is over the limit of {self.max_body_bytes} bytes"
+        await error_response(413, "request_too_large", message, {"Connection": "close"})(scope, receive, send)

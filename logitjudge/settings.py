@@ -1,0 +1,32 @@
+"""Every ``LOGITJUDGE_*`` environment variable is read here, and only when called (never at import).
+
+| variable | meaning | default |
+|---|---|---|
+| ``LOGITJUDGE_CACHE_DIR`` | where converted models (safetensors) are cached | the platform's user cache dir |
+| ``LOGITJUDGE_API_KEYS`` | comma-separated API keys; auth is on when set | unset (auth off) |
+| ``LOGITJUDGE_API_KEYS_FILE`` | a file with one API key per line | unset |
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """The cache directory (``LOGITJUDGE_CACHE_DIR`` or platformdirs' user cache dir)."""
+    override = os.environ.get("LOGITJUDGE_CACHE_DIR")
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("logitjudge"))
+
+
+def api_keys_from_env() -> tuple[str, ...]:
+    """API keys from ``LOGITJUDGE_API_KEYS`` (comma-separated) and ``LOGITJUDGE_API_KEYS_FILE``."""
+    keys = [k.strip() for k in os.environ.get("LOGITJUDGE_API_KEYS", "").split(",") if k.strip()]
+    path = os.environ.get("LOGITJUDGE_API_KEYS_FILE")
+    if path:
+        keys += [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+    return tuple(keys)
