@@ -1,0 +1,211 @@
+"""Run evaluators over items: one System One request per item, all evaluators inside it.
+
+For each item the selected evaluators' questions are gathered under namespaced ids and sent in
+**one** ``judge.ask`` body over **one** state (spec B.2): one engine call, one forward pass over
+that state. A batch of items goes to ``judge.ask_many`` (still one request, one state per item;
+the engine may share forward passes between items). Answers are routed back by namespace and
+scored by the pure functions of :mod:`logitjudge.rubrics.scoring`.
+
+Missing required fields (spec B.5, B.9): an evaluator named explicitly raises
+:class:`InvalidRequestError` naming the field when ``strict`` (the HTTP API); through a suite, or
+when not ``strict`` (datasets), it is ``skipped`` with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.rubrics.items import Item
+from logitjudge.rubrics.questions import build_questions
+from logitjudge.rubrics.registry import Registry, Selected, default_registry
+from logitjudge.rubrics.results import EvaluateUsage, EvaluatorResult, ItemResult
+from logitjudge.rubrics.scoring import errored, score_answers, skipped
+
+__all__ = ["ItemPlan", "MissingFieldError", "plan_item", "check_thresholds", "run_plans", "run_items", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "jev-latest"
+
+
+class MissingFieldError(InvalidRequestError):
+    """An explicitly named evaluator needs a field the item lacks (-> 422 at ``loc`` of the field)."""
+
+    error_type = "missing"
+
+
+@dataclass
+class ItemPlan:
+    """What one item sends: its state, its namespaced questions, and who owns which ids."""
+
+    item: Item
+    state: dict[str, Any]
+    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    owners: list[tuple[Selected, list[str]]] = field(default_factory=list)
+    early: dict[str, EvaluatorResult] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+    def body(self, model: str) -> dict[str, Any]:
+        """The ``POST /v1/systemone`` body for this item (one state, every question)."""
+        return {"model": model, "state": self.state, "questions": self.questions}
+
+
+def _missing_reason(fields: Sequence[str]) -> str:
+    names = ", ".join(f"`{f}`" for f in fields)
+    return f"missing required field{'s' if len(fields) > 1 else ''} {names}"
+
+
+def plan_item(
+    item: Item, selection: Sequence[Selected], *, strict: bool, field_prefix: tuple[str | int, ...] = ()
+) -> ItemPlan:
+    """Build the questions of every selected evaluator for ``item``.
+
+    Args:
+        field_prefix: where the item sits in the request (``("items", 3)``), for error locations.
+
+    Raises:
+        MissingFieldError: ``strict`` and an explicitly named evaluator lacks a required field.
+        InvalidRequestError: ``strict`` and the item's typed question is invalid.
+    """
+    plan = ItemPlan(item=item, state=item.state())
+    for sel in selection:
+        defn = sel.definition
+        plan.order.append(defn.name)
+        missing = [f for f in defn.required if not item.has(f)]
+        if missing:
+            if strict and sel.explicit:
+                raise MissingFieldError(
+                    f"Field required: evaluator {defn.name!r} needs `{missing[0]}`",
+                    field=(*field_prefix, missing[0]),
+                )
+            plan.early[defn.name] = skipped(defn, _missing_reason(missing))
+            continue
+        try:
+            qs = build_questions(defn, item, field=(*field_prefix, "question"))
+        except InvalidRequestError as exc:
+            if strict:
+                raise
+            plan.early[defn.name] = errored(defn, exc.message)
+            continue
+        plan.questions.update(qs)
+        plan.owners.append((sel, list(qs)))
+    return plan
+
+
+def check_thresholds(registry: Registry, thresholds: Mapping[str, float] | None) -> dict[str, float]:
+    """Validate per-evaluator threshold overrides (known names, values in [0, 1]).
+
+    Raises:
+        UnknownEvaluatorError: a key is not an evaluator (``field`` = ``("thresholds", key)``).
+        InvalidRequestError: a value is outside [0, 1].
+    """
+    out: dict[str, float] = {}
+    for name, value in (thresholds or {}).items():
+        if name not in registry.evaluators:
+            raise registry.unknown(name, field=("thresholds", name))
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+            raise InvalidRequestError(
+                f"thresholds.{name}: Input should be a number between 0 and 1", field=("thresholds", name)
+            )
+        out[name] = float(value)
+    return out
+
+
+def _finish(plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]) -> ItemResult:
+    results: dict[str, EvaluatorResult] = dict(plan.early)
+    usage = EvaluateUsage()
+    if isinstance(response, LogitJudgeError):
+        for sel, _ in plan.owners:
+            results[sel.name] = errored(sel.definition, f"{type(response).__name__}: {response.message}")
+    elif response is not None:
+        u = response.get("usage", {})
+        usage = EvaluateUsage(
+            input_tokens=int(u.get("input_tokens", 0)), output_tokens=int(u.get("output_tokens", 0)), requests=1
+        )
+        answers = response["answers"]
+        for sel, ids in plan.owners:
+            defn = sel.definition
+            try:
+                results[defn.name] = score_answers(defn, [answers[i] for i in ids], thresholds.get(defn.name))
+            except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # a malformed answer
+                results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
+    ordered = {name: results[name] for name in plan.order}
+    verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
+    return ItemResult(
+        id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage
+    )
+
+
+def run_plans(
+    judge: Any,
+    plans: Iterable[ItemPlan],
+    *,
+    model: str = DEFAULT_MODEL,
+    thresholds: Mapping[str, float] | None = None,
+    strict: bool = False,
+    batch_size: int = 8,
+    registry: Registry | None = None,
+) -> Iterator[ItemResult]:
+    """Send planned items to the judge and yield one :class:`ItemResult` per item, in order.
+
+    A batch of one item is a single ``judge.ask`` (one engine call, one state); larger batches
+    go through ``judge.ask_many``. An engine error on one item (e.g. its state is over the token
+    budget) marks that item's evaluators ``error`` and never stops the others, unless ``strict``
+    and a batch of one, when the error is raised (the HTTP single-item form maps it to 413 etc.).
+    Items with no runnable evaluator make no engine call.
+
+    Raises:
+        UnknownModelError: ``model`` is not served by ``judge`` (checked before any work).
+        UnknownEvaluatorError, InvalidRequestError: a bad ``thresholds`` entry.
+    """
+    registry = registry or default_registry()
+    checked = check_thresholds(registry, thresholds)
+    accepts = getattr(judge, "accepts_model", None)
+    if accepts is not None and not accepts(model):
+        raise UnknownModelError(
+            f"Unknown model: {model!r}; this server serves {judge.model_name!r}", field=("model",)
+        )
+    batch: list[ItemPlan] = []
+
+    def flush() -> Iterator[ItemResult]:
+        with_questions = [p for p in batch if p.questions]
+        responses: list[Any] = []
+        if len(with_questions) == 1:
+            try:
+                responses = [judge.ask(with_questions[0].body(model))]
+            except LogitJudgeError as exc:
+                if strict and len(batch) == 1:
+                    raise
+                responses = [exc]
+        elif with_questions:
+            responses = list(judge.ask_many([p.body(model) for p in with_questions]))
+        by_plan = dict(zip(map(id, with_questions), responses))
+        for p in batch:
+            yield _finish(p, by_plan.get(id(p)), checked)
+        batch.clear()
+
+    for plan in plans:
+        batch.append(plan)
+        if len(batch) >= max(1, batch_size):
+            yield from flush()
+    if batch:
+        yield from flush()
+
+
+def run_items(
+    judge: Any,
+    items: Iterable[Item],
+    selection: Sequence[Selected],
+    *,
+    model: str = DEFAULT_MODEL,
+    thresholds: Mapping[str, float] | None = None,
+    strict: bool = False,
+    batch_size: int = 8,
+    registry: Registry | None = None,
+) -> Iterator[ItemResult]:
+    """Plan and run ``items`` lazily (see :func:`plan_item` and :func:`run_plans`)."""
+    plans = (plan_item(item, selection, strict=strict) for item in items)
+    yield from run_plans(
+        judge, plans, model=model, thresholds=thresholds, strict=strict, batch_size=batch_size, registry=registry
+    )

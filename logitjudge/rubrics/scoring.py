@@ -1,0 +1,226 @@
+"""Answers -> evaluator results: pure functions, one per ``scoring`` kind (spec B.3, B.4, B.6).
+
+Every function takes the evaluator's definition, its System One answers (wire dicts, in the
+order of its question ids) and the threshold, and returns an :class:`EvaluatorResult`.
+
+============== ============================ ====================== ==========================
+scoring        score                        label                  passed
+============== ============================ ====================== ==========================
+probability    p(yes)                       "nn% yes"              p >= threshold
+rubric         E[level] / (L-1)             "x.x / L-1"            score >= threshold
+chunk_precision relevant / N (p_i >= 0.5)   "k/N relevant"         score >= threshold
+chunk_support  max(0, (S - C) / N)          "S supports, C ..."    no contradiction, score >= threshold
+typed_question noul p; score E/(L-1);       as the answer          null (no pass rule)
+               choice null
+============== ============================ ====================== ==========================
+
+Confidence: yes/no ``|p - 0.5| * 2`` [docs]; choice and score: the System One answer's own
+confidence (spec A.7); per-chunk evaluators: the mean of the chunk confidences (spec B.6).
+The "x.x / 3" label is floored to one decimal, which reproduces the context_entity_recall
+page's example (levels 2 and 3 at 5% / 95%, expected level 2.95, shown as "2.9 / 3").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from logitjudge.engine.answers import decisiveness
+from logitjudge.rubrics.definitions import EvaluatorDef
+from logitjudge.rubrics.results import ChunkDetail, EvaluatorResult
+
+__all__ = [
+    "percent_label",
+    "level_label",
+    "score_answers",
+    "score_probability",
+    "score_rubric",
+    "score_chunk_precision",
+    "score_chunk_support",
+    "score_typed_question",
+    "skipped",
+    "errored",
+]
+
+Answer = Mapping[str, Any]
+
+CHUNK_SUPPORT_SCORES = {"supports": 1.0, "unrelated": 0.5, "contradicts": 0.0}
+"""Per-chunk score of chunk_support's details, "mapped from the chosen option" [docs]."""
+
+
+def _clip01(x: float) -> float:
+    return min(1.0, max(0.0, float(x)))
+
+
+def percent_label(p: float) -> str:
+    """``0.834 -> "83% yes"`` (nearest whole percent, halves up)."""
+    return f"{int(math.floor(p * 100 + 0.5))}% yes"
+
+
+def level_label(expected_level: float, top: int) -> str:
+    """``(2.95, 3) -> "2.9 / 3"``: the expected level floored to one decimal, over the top level."""
+    floored = math.floor(expected_level * 10 + 1e-9) / 10
+    return f"{floored:.1f} / {top}"
+
+
+def _base(defn: EvaluatorDef, threshold: float) -> dict[str, Any]:
+    return {"name": defn.name, "version": defn.version, "status": "ok", "threshold": threshold}
+
+
+def skipped(defn: EvaluatorDef, reason: str) -> EvaluatorResult:
+    """A result for an evaluator that did not run (e.g. a required field is missing)."""
+    return EvaluatorResult(name=defn.name, version=defn.version, status="skipped", reason=reason)
+
+
+def errored(defn: EvaluatorDef, reason: str) -> EvaluatorResult:
+    """A result for an evaluator that failed for a reason other than the caller's input."""
+    return EvaluatorResult(name=defn.name, version=defn.version, status="error", reason=reason)
+
+
+def _noul_p(answer: Answer) -> float:
+    return _clip01(answer["noul"])
+
+
+def score_probability(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+    """One noul: score = p(yes); passed when p >= threshold."""
+    (answer,) = answers
+    p = _noul_p(answer)
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=p,
+        label=percent_label(p),
+        confidence=decisiveness(p),
+        probabilities={"yes": p, "no": 1.0 - p},
+        passed=p >= threshold,
+    )
+
+
+def _rubric_fields(answer: Answer) -> dict[str, Any]:
+    probs = {k: float(v) for k, v in answer["probabilities"].items()}
+    top = len(probs) - 1
+    expected = float(answer["score"])
+    return {
+        "score": _clip01(expected / top),
+        "label": level_label(expected, top),
+        "confidence": _clip01(answer["confidence"]),
+        "probabilities": probs,
+        "legend": dict(answer["legend"]),
+    }
+
+
+def score_rubric(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+    """One score question with L levels: score = E[level]/(L-1); passed when score >= threshold."""
+    (answer,) = answers
+    fields = _rubric_fields(answer)
+    return EvaluatorResult(**_base(defn, threshold), **fields, passed=fields["score"] >= threshold)
+
+
+def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+    """One noul per chunk: chunk i relevant when p_i >= 0.5; score = relevant / N (hard count).
+
+    ``x_soft_score`` = mean p_i, for ranking without ties (the soft precision of spec C.13).
+    """
+    details = []
+    for i, answer in enumerate(answers):
+        p = _noul_p(answer)
+        details.append(
+            ChunkDetail(
+                index=i, label=percent_label(p), score=p, probability=p, confidence=decisiveness(p), passed=p >= 0.5
+            )
+        )
+    n = len(details)
+    relevant = sum(d.passed for d in details)
+    score = relevant / n
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=score,
+        label=f"{relevant}/{n} relevant",
+        confidence=sum(d.confidence for d in details) / n,
+        probabilities={"yes": score, "no": 1.0 - score},
+        passed=score >= threshold,
+        details=details,
+        x_soft_score=sum(d.score for d in details) / n,
+    )
+
+
+def score_chunk_support(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+    """One choice per chunk (supports / contradicts / unrelated); score = max(0, (S - C) / N).
+
+    A single contradicting chunk fails the check [docs]; otherwise passed when score >= threshold
+    (default 0, so any result without a contradiction passes). ``probabilities`` is the share of
+    chunks per option.
+    """
+    names = [o.name for o in defn.options or ()]
+    details = []
+    for i, answer in enumerate(answers):
+        probs = {k: float(v) for k, v in answer["probabilities"].items()}
+        label = str(answer["choice"])
+        details.append(
+            ChunkDetail(
+                index=i,
+                label=label,
+                score=CHUNK_SUPPORT_SCORES.get(label, 0.5),
+                probabilities=probs,
+                confidence=_clip01(answer["confidence"]),
+                passed=label != "contradicts",
+            )
+        )
+    n = len(details)
+    counts = {name: sum(d.label == name for d in details) for name in names}
+    score = max(0.0, (counts["supports"] - counts["contradicts"]) / n)
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=score,
+        label=", ".join(f"{counts[name]} {name}" for name in names),
+        confidence=sum(d.confidence for d in details) / n,
+        probabilities={name: counts[name] / n for name in names},
+        passed=counts["contradicts"] == 0 and score >= threshold,
+        details=details,
+    )
+
+
+def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+    """The item's own question, reported as answered; ``answer`` holds the System One answer.
+
+    noul: score = p(yes), label "nn% yes"; score question: score = E[level]/(L-1), label
+    "x.x / L-1"; choice: label = the chosen option, score null (options are not ordered).
+    ``passed`` is null: a typed question has no pass rule (compare with your gold answer).
+    """
+    (answer,) = answers
+    base = {**_base(defn, threshold), "answer": dict(answer), "passed": None}
+    why = "a typed question has no pass rule; compare its answer with the gold answer"
+    if answer["type"] == "noul":
+        p = _noul_p(answer)
+        return EvaluatorResult(
+            **base,
+            score=p,
+            label=percent_label(p),
+            confidence=decisiveness(p),
+            probabilities={"yes": p, "no": 1.0 - p},
+            reason=why,
+        )
+    if answer["type"] == "score":
+        return EvaluatorResult(**base, **_rubric_fields(answer), reason=why)
+    return EvaluatorResult(
+        **base,
+        score=None,
+        label=str(answer["choice"]),
+        confidence=_clip01(answer["confidence"]),
+        probabilities={k: float(v) for k, v in answer["probabilities"].items()},
+        reason="a choice question has unordered options, so no 0..1 score and no pass rule",
+    )
+
+
+_SCORERS = {
+    "probability": score_probability,
+    "rubric": score_rubric,
+    "chunk_precision": score_chunk_precision,
+    "chunk_support": score_chunk_support,
+    "typed_question": score_typed_question,
+}
+
+
+def score_answers(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float | None = None) -> EvaluatorResult:
+    """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's."""
+    return _SCORERS[defn.scoring](defn, answers, defn.threshold if threshold is None else threshold)
