@@ -17,6 +17,7 @@ Only hidden states at read positions leave this module; the LM head runs in ``re
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +89,9 @@ class Runner:
         self.max_batch_tokens = max_batch_tokens
         self.windows = attention_windows(model.config)
         self.pad_id = int(getattr(model.config, "pad_token_id", None) or 0)
+        # transformers renamed ``past_key_values`` to ``cache`` in 5.x; accept either.
+        params = inspect.signature(self.decoder.forward).parameters
+        self.cache_kw = "cache" if "cache" in params else "past_key_values"
 
     # -- masks -------------------------------------------------------------------------------
 
@@ -97,7 +101,11 @@ class Runner:
             return {t: additive_mask(allowed_for(w), self.dtype).to(self.device) for t, w in self.windows.items()}
         return additive_mask(allowed_for(self.windows), self.dtype).to(self.device)
 
-    def _decode(self, input_ids: torch.Tensor, position_ids: torch.Tensor, **kw: Any) -> Any:
+    def _decode(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any = None, **kw: Any
+    ) -> Any:
+        if cache is not None:
+            kw[self.cache_kw] = cache
         return self.decoder(
             input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw
         )
@@ -145,7 +153,7 @@ class Runner:
     def _prefix_cache(self, plan: RequestPlan) -> Any:
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
         out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
-        return out.past_key_values
+        return getattr(out, "cache", None) or out.past_key_values
 
     def _prefix_packed(self, plans: list[RequestPlan]) -> Reads:
         hidden, labels, run = [], [], 0
@@ -164,7 +172,7 @@ class Runner:
 
             out = self._decode(
                 row.input_ids[None], row.position_ids[None], attention_mask=self._mask(allowed_for),
-                past_key_values=cache, use_cache=True,
+                cache=cache, use_cache=True,
             )
             hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_i, H)
             labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
@@ -189,7 +197,7 @@ class Runner:
                     ids[b, : len(r)] = torch.tensor(r)
                 pos = torch.arange(S, S + width)[None].expand(len(chunk), -1)
                 c = _repeat_cache(cache, len(chunk))
-                out = self._decode(ids, pos, past_key_values=c, use_cache=True)
+                out = self._decode(ids, pos, cache=c, use_cache=True)
                 for b, (_, offsets) in enumerate(chunk):
                     row_hidden.append(out.last_hidden_state[b, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(row_hidden))

@@ -1,0 +1,106 @@
+"""The ``logitjudge`` command line.
+
+::
+
+    logitjudge ask REQUEST.json [--model PATH_OR_ID]      # one POST /v1/systemone body -> response JSON
+    logitjudge serve [--model ...] [--port 8000]           # the HTTP server
+    logitjudge evaluate DATA.jsonl --evaluators RAG ...    # dataset evaluation
+
+Errors are printed as ``{"detail": {"error_type", "message", "field"}}`` on stderr with exit
+status 2 for a bad request and 1 for an engine failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from logitjudge.errors import LogitJudgeError, RequestError
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The model-loading flags every subcommand shares."""
+    p.add_argument("--model", default=None, help="local model dir, .gguf file or cached id (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
+    p.add_argument("--strategy", default="auto", help="auto, packed, prefix_packed, prefix_rows, separate")
+
+
+def load_judge(args: argparse.Namespace) -> Any:
+    """A :class:`~logitjudge.Judge` from the shared model flags."""
+    from logitjudge.judge import Judge
+
+    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy)
+
+
+def error_json(exc: LogitJudgeError) -> str:
+    return json.dumps(
+        {"detail": {"error_type": exc.error_type, "message": exc.message, "field": list(exc.field)}},
+        ensure_ascii=False,
+    )
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text(encoding="utf-8")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        print(json.dumps({"detail": {"error_type": "invalid_request_error",
+                                     "message": f"{args.request}: not JSON: {exc}"}}), file=sys.stderr)
+        return 2
+    judge = load_judge(args)
+    try:
+        response = judge.ask(body)
+    except RequestError as exc:
+        print(error_json(exc), file=sys.stderr)
+        return 2
+    except LogitJudgeError as exc:
+        print(error_json(exc), file=sys.stderr)
+        return 1
+    print(json.dumps(response, ensure_ascii=False, indent=2 if args.pretty else None, allow_nan=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="logitjudge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ask = sub.add_parser("ask", help="answer one POST /v1/systemone body from a file (or - for stdin)")
+    ask.add_argument("request", help="path to the request JSON, or - for stdin")
+    ask.add_argument("--pretty", action="store_true", help="indent the JSON output")
+    add_model_args(ask)
+    ask.set_defaults(func=cmd_ask)
+
+    _optional_subcommands(sub)
+    return parser
+
+
+def _optional_subcommands(sub: Any) -> None:
+    """Subcommands that live beside their modules (server, rubrics, quality)."""
+    try:
+        from logitjudge.server.cli import add_serve_parser
+    except ImportError:
+        pass
+    else:
+        add_serve_parser(sub)
+    try:
+        from logitjudge.rubrics.cli import add_evaluate_parser
+    except ImportError:
+        pass
+    else:
+        add_evaluate_parser(sub)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
