@@ -24,7 +24,7 @@ from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.results import EvaluateUsage, EvaluatorResult, ItemResult
 from logitjudge.rubrics.scoring import errored, score_answers, skipped
 
-__all__ = ["ItemPlan", "MissingFieldError", "plan_item", "check_thresholds", "run_plans", "run_items", "DEFAULT_MODEL"]
+__all__ = ["ItemPlan", "MissingFieldError", "plan_item", "finish_plan", "check_thresholds", "run_plans", "run_items", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "jev-latest"
 
@@ -112,7 +112,7 @@ def check_thresholds(registry: Registry, thresholds: Mapping[str, float] | None)
     return out
 
 
-def _finish(plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]) -> ItemResult:
+def finish_plan(plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]) -> ItemResult:
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
     if isinstance(response, LogitJudgeError):
@@ -182,7 +182,7 @@ def run_plans(
             responses = list(judge.ask_many([p.body(model) for p in with_questions]))
         by_plan = dict(zip(map(id, with_questions), responses))
         for p in batch:
-            yield _finish(p, by_plan.get(id(p)), checked)
+            yield finish_plan(p, by_plan.get(id(p)), checked)
         batch.clear()
 
     for plan in plans:

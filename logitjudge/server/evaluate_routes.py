@@ -1,0 +1,183 @@
+"""``POST /api/v1/evaluate``: the evaluator API (spec Part B) over the same judge as System One.
+
+Two forms on one route (spec B.1, B.8):
+
+- flat: ``{"evaluators": ["RAG"], "input": ..., "output": ..., "expected": ..., "context": [...]}``
+  -> ``{"model", "id", "results": {name: result}, "passed", "usage"}``;
+- batch: ``{"evaluators": [...], "items": [{"id": ..., "input": ...}, ...]}``
+  -> ``{"model", "results": [{"id", "results", "passed", "usage"}, ...], "summary", "usage"}``.
+
+Each item is **one** engine request: one state, every selected evaluator's questions (ids
+namespaced like ``chunk_relevance.3``), submitted through the app's batching scheduler when it
+has one (``app.state.scheduler``), else through ``judge.ask`` in a worker thread.
+
+Errors (spec B.9), as 422 ``detail[]`` through the app's handler table
+(``logitjudge.server.errors``): an unknown evaluator or suite -> ``loc ["body","evaluators",i]``
+with a did-you-mean; an evaluator named explicitly whose field is missing -> ``loc
+["body","<field>"]`` (``["body","items",j,"<field>"]`` in a batch), ``type: "missing"``; through a
+suite it is ``skipped`` with a reason instead. An unknown model -> 400; over the token budget ->
+413 in the flat form, a per-item ``error`` result in a batch.
+
+This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+from starlette.concurrency import run_in_threadpool
+
+from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.rubrics.aggregate import gold_of, summarize
+from logitjudge.rubrics.definitions import ITEM_FIELDS
+from logitjudge.rubrics.items import Item
+from logitjudge.rubrics.registry import UnknownEvaluatorError, default_registry
+from logitjudge.rubrics.results import EvaluateUsage, ItemResult
+from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, MissingFieldError, check_thresholds, finish_plan, plan_item
+
+__all__ = ["router", "include_evaluate_routes", "EvaluateRequest", "MAX_ITEMS"]
+
+MAX_ITEMS = 1000
+"""Most items in one batch request; larger datasets belong to ``logitjudge evaluate``."""
+
+MAX_IN_FLIGHT = 16
+"""Items of one batch queued on the scheduler at once (its queue is shared with other clients)."""
+
+Threshold = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class EvaluateRequest(Item):
+    """Body of ``POST /api/v1/evaluate`` (the item fields are the flat form's data)."""
+
+    evaluators: Annotated[list[str], Field(min_length=1)]
+    model: str = DEFAULT_MODEL
+    thresholds: dict[str, Threshold] | None = None
+    items: Annotated[list[Item], Field(min_length=1, max_length=MAX_ITEMS)] | None = None
+    positive: Literal["passed", "failed"] = "passed"
+    concurrency: int | None = Field(default=None, description="accepted for compatibility; the scheduler batches")
+
+
+router = APIRouter(tags=["Evaluators"])
+
+
+def _with_detail(exc: InvalidRequestError, type_: str, ctx: dict[str, Any] | None = None) -> InvalidRequestError:
+    """Attach a ``detail[]`` entry of the given pydantic-style ``type`` to a request error."""
+    entry: dict[str, Any] = {"loc": list(exc.field), "msg": exc.message, "type": type_}
+    if ctx:
+        entry["ctx"] = ctx
+    exc.errors = [entry]  # type: ignore[attr-defined]
+    return exc
+
+
+def _plan(body: EvaluateRequest) -> tuple[list[ItemPlan], bool]:
+    registry = default_registry()
+    try:
+        selection = registry.select(body.evaluators)
+        check_thresholds(registry, body.thresholds)
+    except UnknownEvaluatorError as exc:
+        raise _with_detail(exc, "value_error", {"suggestions": list(exc.suggestions)}) from None
+    if body.items is None:
+        try:
+            return [plan_item(body, selection, strict=True)], False
+        except MissingFieldError as exc:
+            raise _with_detail(exc, "missing") from None
+    flat = [f for f in ITEM_FIELDS if getattr(body, f) is not None]
+    if flat:
+        raise InvalidRequestError(
+            f"send either `items` or the flat fields, not both (got {', '.join(flat)} beside items)",
+            field=("items",),
+        )
+    plans = []
+    for j, item in enumerate(body.items):
+        try:
+            plans.append(plan_item(item, selection, strict=True, field_prefix=("items", j)))
+        except MissingFieldError as exc:
+            raise _with_detail(exc, "missing") from None
+    return plans, True
+
+
+async def _answer(request: Request, plan: ItemPlan, model: str) -> dict[str, Any] | None:
+    """One engine request for one item (None when no evaluator of the item runs)."""
+    if not plan.questions:
+        return None
+    judge = request.app.state.judge
+    body = plan.body(model)
+    scheduler = getattr(request.app.state, "scheduler", None)
+    if scheduler is None:
+        return await run_in_threadpool(judge.ask, body)
+    req = judge.validate(body)
+    result = await scheduler.submit(judge.to_engine(req))
+    return judge.to_response(req, result).model_dump(mode="json", exclude_none=True)
+
+
+def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
+    return EvaluateUsage(
+        input_tokens=sum(r.usage.input_tokens for r in results),
+        output_tokens=sum(r.usage.output_tokens for r in results),
+        requests=sum(r.usage.requests for r in results),
+    )
+
+
+@router.post("/api/v1/evaluate", summary="Run evaluators (or suites) on one item or a batch")
+async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONResponse:
+    """Score ``input``/``output``/``expected``/``context`` with the named evaluators and suites.
+
+    All questions of all selected evaluators for one item are answered in one engine request
+    over one state. Numbers are finite; an undetermined value is null with a ``reason``.
+    """
+    judge = request.app.state.judge
+    if not judge.accepts_model(body.model):
+        raise UnknownModelError(
+            f"Unknown model: {body.model!r}; this server serves {judge.model_name!r}", field=("model",)
+        )
+    plans, batch = _plan(body)
+    thresholds = dict(body.thresholds or {})
+    if not batch:
+        (plan,) = plans
+        try:
+            response = await _answer(request, plan, body.model)
+        except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
+            raise InvalidRequestError(exc.message, field=()) from None
+        result = finish_plan(plan, response, thresholds)
+        out = result.model_dump(mode="json", exclude_none=True)
+        return JSONResponse({"model": judge.model_name, **out}, headers={"cache-control": "no-store"})
+
+    gate = asyncio.Semaphore(MAX_IN_FLIGHT)
+
+    async def one(plan: ItemPlan) -> ItemResult:
+        async with gate:
+            try:
+                response: dict[str, Any] | LogitJudgeError | None = await _answer(request, plan, body.model)
+            except LogitJudgeError as exc:
+                response = exc
+        return finish_plan(plan, response, thresholds)
+
+    results = list(await asyncio.gather(*(one(p) for p in plans)))
+    rows = [
+        {"results": r.model_dump(mode="json")["results"], "gold": gold_of(item.model_dump()).model_dump(mode="json")}
+        for item, r in zip(body.items or [], results)
+    ]
+    summary = summarize(rows, positive=body.positive)
+    return JSONResponse(
+        {
+            "model": judge.model_name,
+            "results": [r.model_dump(mode="json", exclude_none=True) for r in results],
+            "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
+            "usage": _sum_usage(results).model_dump(),
+        }
+    )
+
+
+def include_evaluate_routes(app: FastAPI, judge: Any) -> None:
+    """Mount ``POST /api/v1/evaluate`` on ``app`` serving ``judge``.
+
+    The app must carry the error handler table (``logitjudge.server.errors.install_error_handlers``),
+    as ``create_app`` does; ``app.state.judge`` is set here if the app has none.
+    """
+    if getattr(app.state, "judge", None) is None:
+        app.state.judge = judge
+    app.include_router(router)
