@@ -1,0 +1,82 @@
+"""API keys: off by default (any Authorization header ignored); on with keys (Bearer required)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from fastapi.testclient import TestClient
+
+from logitjudge import Judge
+from logitjudge.server.app import create_app
+from logitjudge.server.cli import add_serve_parser
+from server_helpers import BODY
+
+KEYS = ("k-one", "k-two")
+
+
+@pytest.fixture
+def secured(scripted_judge: Judge):
+    with TestClient(create_app(scripted_judge, api_keys=KEYS)) as c:
+        yield c
+
+
+def _auth_error(r) -> str:
+    assert r.status_code == 401, r.text
+    assert r.headers["www-authenticate"] == "Bearer"
+    detail = r.json()["detail"]
+    assert detail["error_type"] == "authentication_error" and isinstance(detail["message"], str)
+    return detail["message"]
+
+
+def test_auth_off_accepts_and_ignores_any_authorization_header(client: TestClient) -> None:
+    for header in ({}, {"Authorization": "Bearer jevcompat-no-key"}, {"Authorization": "Basic Zm9vOmJhcg=="},
+                   {"Authorization": ""}, {"x-api-key": "whatever"}):
+        assert client.post("/v1/systemone", json=BODY, headers=header).status_code == 200
+        assert client.get("/v1/models", headers=header).status_code == 200
+
+
+def test_auth_on_requires_a_configured_bearer_key(secured: TestClient) -> None:
+    _auth_error(secured.post("/v1/systemone", json=BODY))
+    _auth_error(secured.get("/v1/models"))
+    for bad in ("Bearer wrong", "Bearer k-one2", "Bearer k-on", "Bearer ", "Basic k-one", "k-one", "Bearer kéy"):
+        _auth_error(secured.post("/v1/systemone", json=BODY, headers={"Authorization": bad.encode("utf-8")}))
+    _auth_error(secured.post("/v1/systemone", json=BODY, headers={"x-api-key": "k-one"}))  # Bearer only
+    for key in KEYS:
+        r = secured.post("/v1/systemone", json=BODY, headers={"Authorization": f"Bearer {key}"})
+        assert r.status_code == 200, r.text
+    assert secured.post("/v1/systemone", json=BODY, headers={"Authorization": "bearer k-two"}).status_code == 200
+
+
+def test_auth_on_leaves_probes_metrics_and_docs_open(secured: TestClient) -> None:
+    for path in ("/healthz", "/metrics", "/docs", "/openapi.json"):
+        assert secured.get(path).status_code == 200, path
+    assert secured.get("/healthz").json()["auth"] is True
+
+
+def test_auth_is_checked_before_the_body_is_read(scripted_judge: Judge) -> None:
+    with TestClient(create_app(scripted_judge, api_keys=KEYS, max_body_bytes=2048)) as c:
+        _auth_error(c.post("/v1/systemone", json={**BODY, "state": "x" * 10_000}))
+
+
+def test_keys_are_never_logged(scripted_judge: Judge, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with TestClient(create_app(scripted_judge, api_keys=KEYS)) as c:
+        c.post("/v1/systemone", json=BODY, headers={"Authorization": "Bearer k-one"})
+        c.post("/v1/systemone", json=BODY, headers={"Authorization": "Bearer not-a-key"})
+    assert all(k not in caplog.text for k in (*KEYS, "not-a-key"))
+
+
+def test_keys_with_whitespace_are_refused_at_start(scripted_judge: Judge) -> None:
+    with pytest.raises(ValueError):
+        create_app(scripted_judge, api_keys=["has space"])
+
+
+def test_serve_parser_collects_repeatable_keys() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_serve_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["serve", "--api-key", "a", "--api-key", "b", "--port", "9001", "--max-batch-tokens", "512"])
+    assert args.api_key == ["a", "b"] and args.port == 9001 and args.host == "127.0.0.1"
+    assert args.max_batch_tokens == 512 and args.max_queue == 256 and args.model is None
