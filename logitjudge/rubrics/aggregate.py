@@ -134,6 +134,16 @@ def expected_calibration_error(scores: Sequence[float], truth: Sequence[bool], n
     return float(sum(b["n"] / n * abs(b["mean_score"] - b["frac_true"]) for b in reliability_bins(scores, truth, n_bins)))
 
 
+def _length_baseline_auroc(entries: list[tuple[bool, int | None]]) -> Metric | None:
+    """AUROC of "shorter text = should pass" against gold: the length artefact of HaluEval/WikiEval."""
+    known = [(g, n) for g, n in entries if n is not None]
+    if not known or len({g for g, _ in known}) < 2:
+        return None
+    value = roc_auc_score([g for g, _ in known], [-n for _, n in known])
+    return Metric(name="length_baseline_auroc", value=float(value), n=len(known),
+                  reason="AUROC of 'the shorter text passes'; compare the evaluator's auroc with it")
+
+
 def _classification(name: str, pairs: list[tuple[bool, bool, float | None]], positive: str) -> list[Metric]:
     """Metrics of predicted ``passed`` against gold ``passed``: (pred, gold, score) triples."""
     if not pairs:
@@ -171,25 +181,35 @@ def _classification(name: str, pairs: list[tuple[bool, bool, float | None]], pos
     return out
 
 
-def _pairwise(entries: list[tuple[str, bool, float | None]]) -> list[Metric]:
-    groups: dict[str, list[tuple[bool, float | None]]] = defaultdict(list)
-    for pair_id, preferred, value in entries:
-        groups[pair_id].append((preferred, value))
+def _pairwise(entries: list[tuple[str, bool, float | None, int | None]]) -> list[Metric]:
+    """Pairwise accuracy (RAGAS protocol): the preferred item of each pair must score higher;
+    ties count 1/2. Beside it, the same figure for "the shorter text is preferred"."""
+    groups: dict[str, list[tuple[bool, float | None, int | None]]] = defaultdict(list)
+    for pair_id, preferred, value, length in entries:
+        groups[pair_id].append((preferred, value, length))
     wins: list[float] = []
+    short_wins: list[float] = []
     ties = 0
     for members in groups.values():
-        good = [v for pref, v in members if pref and v is not None]
-        bad = [v for pref, v in members if not pref and v is not None]
+        good = [(v, n) for pref, v, n in members if pref and v is not None]
+        bad = [(v, n) for pref, v, n in members if not pref and v is not None]
         if len(good) == 1 and len(bad) == 1:
-            wins.append(1.0 if good[0] > bad[0] else 0.5 if good[0] == bad[0] else 0.0)
-            ties += good[0] == bad[0]
+            (gv, gn), (bv, bn) = good[0], bad[0]
+            wins.append(1.0 if gv > bv else 0.5 if gv == bv else 0.0)
+            ties += gv == bv
+            if gn is not None and bn is not None:
+                short_wins.append(1.0 if gn < bn else 0.5 if gn == bn else 0.0)
     if not wins:
         return [Metric(name="pairwise_accuracy", value=None, n=0, reason="no complete pair with both items scored")]
     acc = float(np.mean(wins))
-    return [
+    out = [
         Metric(name="pairwise_accuracy", value=acc, n=len(wins), stderr=_rate_stderr(acc, len(wins))),
         Metric(name="pairwise_ties", value=float(ties), n=len(wins), higher_is_better=False),
     ]
+    if short_wins:
+        out.append(Metric(name="length_baseline_pairwise_accuracy", value=float(np.mean(short_wins)),
+                          n=len(short_wins), reason="share of pairs where the preferred text is the shorter"))
+    return out
 
 
 def _chunk_metrics(pred: list[str], gold: list[str]) -> list[Metric]:
@@ -237,13 +257,23 @@ def _typed_metrics(entries: list[tuple[Mapping[str, Any], Any]], unknown: int) -
     return out
 
 
+def _judged_length(name: str, lengths: Mapping[str, Any]) -> int | None:
+    """Characters of the text an evaluator mostly judges: the context for retrieval evaluators,
+    else the output (``x_lengths`` of a result row, written by the CLI)."""
+    key = "context" if name.startswith(("chunk_relevance", "context_")) else "output"
+    value = lengths.get(key)
+    return int(value) if isinstance(value, (int, float)) else None
+
+
 def summarize(
     rows: Iterable[Mapping[str, Any]], *, positive: Literal["passed", "failed"] = "passed"
 ) -> dict[str, EvaluatorSummary]:
     """Aggregate result rows (``{"results": {name: result}, "gold": Gold-dict}``) per evaluator.
 
-    Rows may come straight from a results JSONL file; ``gold`` may be absent. Evaluators are
-    reported in first-seen order.
+    Rows may come straight from a results JSONL file; ``gold`` may be absent. With
+    ``x_lengths`` (``{"output": chars, "context": chars}``) the gold comparisons also report a
+    length baseline (the data README asks for one beside HaluEval and WikiEval figures).
+    Evaluators are reported in first-seen order.
     """
     acc: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -251,7 +281,8 @@ def summarize(
         for name, res in row.get("results", {}).items():
             a = acc.setdefault(name, {"n": 0, "skipped": 0, "errors": 0, "scores": [], "passed": [],
                                       "cls": [], "pairs": [], "chunk_pred": [], "chunk_gold": [],
-                                      "typed": [], "unknown": 0})
+                                      "typed": [], "unknown": 0, "lengths": []})
+            length = _judged_length(name, row.get("x_lengths") or {})
             status = res.get("status")
             if status == "skipped":
                 a["skipped"] += 1
@@ -267,10 +298,11 @@ def summarize(
                 a["passed"].append(bool(passed))
             if name in gold.passed and passed is not None:
                 a["cls"].append((bool(passed), gold.passed[name], score))
+                a["lengths"].append((gold.passed[name], length))
             if name in gold.pair:
                 pair_id, preferred = gold.pair[name]
                 rank = res.get("x_soft_score")
-                a["pairs"].append((pair_id, preferred, rank if rank is not None else score))
+                a["pairs"].append((pair_id, preferred, rank if rank is not None else score, length))
             if name in gold.chunks and res.get("details"):
                 pred = [d["label"] for d in res["details"]]
                 if name == "chunk_relevance":
@@ -294,6 +326,8 @@ def summarize(
             metrics[1] = metrics[1].model_copy(update={"stderr": _rate_stderr(metrics[1].value or 0.0, len(a["passed"]))})
         if a["cls"]:
             metrics += _classification(name, a["cls"], positive)
+            if (baseline := _length_baseline_auroc(a["lengths"])) is not None:
+                metrics.append(baseline)
         if a["pairs"]:
             metrics += _pairwise(a["pairs"])
         if a["chunk_gold"]:
