@@ -60,7 +60,7 @@ def percent_label(p: float) -> str:
 
 def level_label(expected_level: float, top: int) -> str:
     """``(2.95, 3) -> "2.9 / 3"``: the expected level floored to one decimal, over the top level."""
-    floored = math.floor(expected_level * 10 + 1e-9) / 10
+    floored = math.floor(expected_level * 10 + 1e-6) / 10  # 1e-6 absorbs float noise (2.2999999 -> 2.3)
     return f"{floored:.1f} / {top}"
 
 
