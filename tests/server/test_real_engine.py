@@ -1,0 +1,212 @@
+"""The server over the default model (SmolLM2-135M-Instruct, fp32, CPU): routes, errors, auth,
+batching equivalence, the official SDK as a drop-in, and the jevcompat conformance suite.
+
+The model loads once per session (``default_judge`` in ``tests/conftest.py``); each test module
+serves it with uvicorn on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from logitjudge.server.app import create_app
+from logitjudge.server.background import serve_in_thread
+from server_helpers import BODY
+
+KEY = "lj-test-key-3f9a"
+JEVCOMPAT = Path(sys.executable).with_name("jevcompat")
+
+
+@pytest.fixture(scope="module")
+def served(default_judge) -> Any:
+    with serve_in_thread(create_app(default_judge)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def served_with_key(default_judge) -> Any:
+    with serve_in_thread(create_app(default_judge, api_keys=[KEY])) as url:
+        yield url
+
+
+def post(url: str, body: Any, **kw: Any) -> httpx.Response:
+    return httpx.post(f"{url}/v1/systemone", json=body, timeout=300, **kw)
+
+
+def test_every_route_on_the_default_model(served: str, default_judge) -> None:
+    r = post(served, BODY)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["model"] == default_judge.model_name
+    assert list(data["answers"]) == ["refund", "team", "anger"]
+    assert 0 <= data["answers"]["refund"]["noul"] <= 1
+    assert abs(sum(data["answers"]["team"]["probabilities"].values()) - 1) < 1e-6
+    assert data["usage"]["input_tokens"] > 0 and isinstance(data["usage"]["input_tokens"], int)
+    by_name = post(served, {**BODY, "model": default_judge.model_name})
+    assert by_name.json()["answers"] == data["answers"]  # deterministic, and the alias is the same model
+
+    models = httpx.get(f"{served}/v1/models").json()["models"]
+    assert [m["name"] for m in models] == ["jev-latest", default_judge.model_name]
+    health = httpx.get(f"{served}/healthz").json()
+    assert health["status"] == "ok" and health["engine"]["device"] and health["engine"]["strategy"]
+    metrics = httpx.get(f"{served}/metrics").text
+    assert 'logitjudge_questions_total{type="choice"}' in metrics
+    assert httpx.get(f"{served}/docs").status_code == 200
+
+
+def test_errors_on_the_default_model(served: str) -> None:
+    unknown = post(served, {**BODY, "model": "jev-9"})
+    assert unknown.status_code == 400 and unknown.json()["detail"]["error_type"] == "api_usage_error"
+    invalid = post(served, {**BODY, "questions": {}})
+    assert invalid.status_code == 422 and invalid.json()["detail"][0]["loc"] == ["body", "questions"]
+    empty = post(served, {**BODY, "state": "   "})  # the engine refuses an empty state
+    assert empty.status_code == 422 and empty.json()["detail"][0]["loc"][:2] == ["body", "state"]
+    # Over the budget: refused with 413 naming the part, never truncated.
+    long = post(served, {**BODY, "state": "The parcel arrived broken. " * 3000})
+    assert long.status_code == 413, long.text
+    detail = long.json()["detail"]
+    assert detail["error_type"] == "request_too_large" and "limit" in detail["message"]
+    missing = httpx.get(f"{served}/v1/nothing")
+    assert missing.status_code == 404 and missing.json()["detail"]["error_type"] == "not_found"
+
+
+def test_auth_on_the_default_model(served_with_key: str, served: str) -> None:
+    assert post(served_with_key, BODY).status_code == 401
+    assert post(served_with_key, BODY, headers={"Authorization": "Bearer nope"}).status_code == 401
+    ok = post(served_with_key, BODY, headers={"Authorization": f"Bearer {KEY}"})
+    assert ok.status_code == 200
+    assert post(served, BODY, headers={"Authorization": "Bearer anything"}).json() == ok.json()
+
+
+class HeldJudge:
+    """The real judge, whose engine calls wait while ``hold`` is set (to queue requests behind one)."""
+
+    def __init__(self, judge: Any) -> None:
+        self._judge = judge
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.sizes: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._judge, name)
+
+    def run_batch(self, requests):
+        self.entered.set()
+        assert self.release.wait(timeout=300)
+        self.sizes.append(len(requests))
+        return self._judge.run_batch(requests)
+
+
+def _wait(predicate, what: str, limit: float = 300.0) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.01)
+
+
+def _max_diff(a: dict, b: dict) -> float:
+    diffs = []
+    for qid, x in a["answers"].items():
+        y = b["answers"][qid]
+        if x["type"] == "noul":
+            diffs.append(abs(x["noul"] - y["noul"]))
+        else:
+            diffs += [abs(p - y["probabilities"][k]) for k, p in x["probabilities"].items()]
+    return max(diffs)
+
+
+def test_a_request_answered_in_a_batch_equals_it_answered_alone(default_judge) -> None:
+    held = HeldJudge(default_judge)
+    app = create_app(held, max_batch_tokens=1_000_000)
+    others = [
+        {**BODY, "state": "Hi, I love the product, thanks!"},
+        {"model": "jev-latest", "state": {"ticket": 12, "text": "Where is my order?"},
+         "questions": {"lang": {"type": "choice", "criteria": {"English": None, "Other": None, "French": "fr"}}}},
+        {**BODY, "state": "My invoice shows a double charge. " * 20},
+    ]
+    with serve_in_thread(app) as url:
+        held.release.set()
+        alone = post(url, BODY).json()
+        held.release.clear()
+        held.entered.clear()
+        replies: dict[int, httpx.Response] = {}
+
+        def send(i: int, body: dict) -> None:
+            replies[i] = post(url, body)
+
+        blocker = threading.Thread(target=send, args=(-1, others[0]))
+        blocker.start()
+        _wait(held.entered.is_set, "the blocker is running")
+        senders = [threading.Thread(target=send, args=(i, b)) for i, b in enumerate([BODY, *others])]
+        for t in senders:
+            t.start()
+        _wait(lambda: app.state.scheduler.waiting == 4, "4 requests queued behind the blocker")
+        held.release.set()
+        for t in [blocker, *senders]:
+            t.join(timeout=300)
+    assert held.sizes == [1, 1, 4]  # alone, the blocker, then the four in one engine call
+    assert all(r.status_code == 200 for r in replies.values())
+    batched = replies[0].json()
+    assert _max_diff(alone, batched) <= 1e-4
+    assert batched["usage"] == alone["usage"]
+
+
+def test_the_official_sdk_is_a_drop_in(served: str, served_with_key: str) -> None:
+    from typesafe_sdk import Choice, Noul, Score, TypeSafeClient
+    from typesafe_sdk._core.compression import COMPRESSORS
+
+    questions = {
+        "refund": Noul(instructions="Does the customer want a refund?"),
+        "team": Choice(criteria={"Billing": None, "Shipping": "parcels", "환불 요청": "refunds"}),
+        "anger": Score(instructions="How angry is the customer?", criteria=["Calm", "Annoyed", "Furious"]),
+    }
+    for url, key in ((served, "any-key-is-ignored"), (served_with_key, KEY)):
+        with TypeSafeClient(api_key=key, base_url=url, timeout=300) as client:
+            r = client.system_one(state="The parcel arrived broken.", questions=questions)
+        assert 0 <= r.nouls["refund"].noul <= 1
+        assert r.choices["team"].choice in {"Billing", "Shipping", "환불 요청"}
+        assert 0 <= r.scores["anger"].score <= 2
+    # Newer SDKs compress bodies of 1 KiB and more with zstd (spec A.2 T10).
+    assert "zstd" in COMPRESSORS, "install typesafe-sdk[zstd] so the SDK sends zstd bodies"
+    with TypeSafeClient(api_key="k", base_url=served, timeout=300, compression="zstd") as client:
+        r = client.system_one(state="The parcel arrived broken. " * 80, questions=questions)
+    assert set(r.choices) == {"team"} and set(r.scores) == {"anger"}
+
+
+def _jevcompat(url: str, out: Path, *, key: str | None = None) -> dict[str, Any]:
+    cmd = [str(JEVCOMPAT), "test", url, "--json", str(out), "--timeout", "300"]
+    env = dict(os.environ)
+    if key:
+        env["LJ_TEST_KEY"] = key
+        cmd += ["--key-env", "LJ_TEST_KEY"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    assert out.exists(), proc.stderr[-3000:]
+    report = json.loads(out.read_text(encoding="utf-8"))
+    summary = report["summary"]
+    failing = [r for r in report["results"] if r.get("status") not in ("pass", "skip")]
+    assert summary["verdict"] == "conformant" and summary["conformant"], (summary, failing, proc.stdout[-3000:])
+    assert summary["MUST"]["failed"] == 0 and summary["MUST"]["passed"] == summary["MUST"]["tested"] == 32
+    assert summary["SHOULD"]["failed"] == 0 and summary["SHOULD"]["passed"] == summary["SHOULD"]["tested"]
+    assert proc.returncode == 0
+    return summary
+
+
+def test_jevcompat_conformant_with_every_should(served: str, tmp_path: Path) -> None:
+    summary = _jevcompat(served, tmp_path / "jevcompat.json")
+    assert summary["SHOULD"]["passed"] == 13  # auth.missing and auth.invalid need --key
+
+
+def test_jevcompat_conformant_with_every_should_with_an_api_key(served_with_key: str, tmp_path: Path) -> None:
+    summary = _jevcompat(served_with_key, tmp_path / "jevcompat-key.json", key=KEY)
+    assert summary["SHOULD"]["passed"] == 15
