@@ -85,6 +85,8 @@ class Engine:
         max_single_token_labels: int | None = None,
     ) -> None:
         self.lm = lm
+        lm.model.eval()
+        lm.model.requires_grad_(False)
         self.name = lm.name
         self.prompt = PromptBuilder(lm.tokenizer, max_single_token_labels=max_single_token_labels)
         self.mask_ignoring = layers_ignore_masks(lm.model.config)
@@ -96,11 +98,16 @@ class Engine:
             raise UnsupportedModelError(
                 f"{lm.model.config.model_type} has layers that ignore attention masks: use prefix_rows"
             )
+        if strategy == "prefix_packed" and Runner.uses_windows(lm.model.config):
+            # a sliding-window layer's cache keeps only the last `window` prefix tokens, so
+            # branches packed after it cannot all see the keys they need
+            raise UnsupportedModelError("prefix_packed does not support sliding-window models: use packed or prefix_rows")
         self.strategy = strategy
         context = getattr(lm.model.config, "max_position_embeddings", None) or DEFAULT_STATE_BUDGET
         self.max_state_tokens = min(max_state_tokens or DEFAULT_STATE_BUDGET, int(context))
         self.max_request_tokens = max_request_tokens or DEFAULT_REQUEST_BUDGET
-        self.runner = Runner(lm.model, lm.device, lm.dtype, max_batch_tokens=max_batch_tokens)
+        self.runner = Runner(lm.model, lm.device, lm.dtype, max_batch_tokens=max_batch_tokens,
+                             stepwise=self.mask_ignoring)
         self.readout = Readout(lm.model)
 
     @classmethod
@@ -126,7 +133,14 @@ class Engine:
         logger.info("loaded %s on %s (%s) in %.1f s", engine.name, engine.lm.device, engine.lm.dtype,
                     time.perf_counter() - t0)
         if self_check:
-            engine.self_check()
+            try:
+                engine.self_check()
+            except EngineDeadError:
+                if strategy != "auto":
+                    raise
+                # auto: separate passes are correct by construction, only slower
+                logger.warning("self-check failed for %s; falling back to separate passes", engine.strategy)
+                engine.strategy = "separate"
         return engine
 
     def describe(self) -> dict[str, Any]:
@@ -189,6 +203,7 @@ class Engine:
 
     # -- running -----------------------------------------------------------------------------
 
+    @torch.inference_mode()
     def run_plans(self, plans: Sequence[RequestPlan], strategy: str | None = None) -> list[EngineResult]:
         """Answer planned requests in one batch with ``strategy`` (default: the engine's)."""
         plans = list(plans)

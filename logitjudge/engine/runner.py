@@ -81,17 +81,28 @@ class Runner:
             up to this; a larger request runs alone).
     """
 
-    def __init__(self, model: Any, device: torch.device, dtype: torch.dtype, *, max_batch_tokens: int = 8192):
+    def __init__(
+        self, model: Any, device: torch.device, dtype: torch.dtype, *, max_batch_tokens: int = 8192,
+        stepwise: bool = False,
+    ):
         self.model = model
         self.decoder = getattr(model, model.base_model_prefix)
         self.device = device
         self.dtype = dtype
         self.max_batch_tokens = max_batch_tokens
         self.windows = attention_windows(model.config)
+        # Recurrent/SSM layers (e.g. transformers' Mamba) treat a multi-token input after a cache
+        # as a fresh prefill; rows after the prefix then advance one token per step, as in decoding.
+        self.stepwise = stepwise
         self.pad_id = int(getattr(model.config, "pad_token_id", None) or 0)
         # transformers renamed ``past_key_values`` to ``cache`` in 5.x; accept either.
         params = inspect.signature(self.decoder.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
+
+    @staticmethod
+    def uses_windows(config: Any) -> bool:
+        """True when some attention layer of this model uses a sliding window."""
+        return attention_windows(config) is not None
 
     # -- masks -------------------------------------------------------------------------------
 
@@ -153,7 +164,10 @@ class Runner:
     def _prefix_cache(self, plan: RequestPlan) -> Any:
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
         out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
-        return getattr(out, "cache", None) or out.past_key_values
+        for name in ("cache", "cache_params", "past_key_values"):
+            if getattr(out, name, None) is not None:
+                return getattr(out, name)
+        raise RuntimeError("the model returned no cache")
 
     def _prefix_packed(self, plans: list[RequestPlan]) -> Reads:
         hidden, labels, run = [], [], 0
@@ -188,6 +202,8 @@ class Runner:
             run += S + sum(len(r) for r, _ in rows)
             base = sum(h.shape[0] for h in hidden)
             per_row = max(1, self.max_batch_tokens // max(len(r) for r, _ in rows))
+            if not _can_repeat(cache):
+                per_row = 1  # e.g. linear-attention / SSM state caches: one row per copy
             row_hidden: list[torch.Tensor] = []
             for start in range(0, len(rows), per_row):
                 chunk = rows[start : start + per_row]
@@ -197,13 +213,25 @@ class Runner:
                     ids[b, : len(r)] = torch.tensor(r)
                 pos = torch.arange(S, S + width)[None].expand(len(chunk), -1)
                 c = _repeat_cache(cache, len(chunk))
-                out = self._decode(ids, pos, cache=c, use_cache=True)
+                h = self._continue(ids, pos, c)  # (B, W, H)
                 for b, (_, offsets) in enumerate(chunk):
-                    row_hidden.append(out.last_hidden_state[b, torch.tensor(offsets, device=self.device)])
+                    row_hidden.append(h[b, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(row_hidden))
             labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
                        for t in reads_local]
         return Reads(torch.cat(hidden), labels, run)
+
+    def _continue(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
+        """Hidden states (B, W, H) of rows ``ids`` (B, W) that continue a prefix held in ``cache``."""
+        if not self.stepwise:
+            return self._decode(ids, pos, cache=cache, use_cache=True, cache_position=pos[0].to(self.device)).last_hidden_state
+        steps = []
+        for t in range(ids.shape[1]):
+            out = self._decode(ids[:, t : t + 1], pos[:, t : t + 1], cache=cache, use_cache=True,
+                               cache_position=pos[0, t : t + 1].to(self.device))
+            cache = getattr(out, "cache", None) or getattr(out, "cache_params", None) or out.past_key_values
+            steps.append(out.last_hidden_state)
+        return torch.cat(steps, dim=1)
 
     def _separate(self, plans: list[RequestPlan]) -> Reads:
         hidden, labels, run = [], [], 0
@@ -251,6 +279,14 @@ def _rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...
                 labels.append(LabelTerm(request, qi, vi, opt, [(n_reads + k, lab[k]) for k in range(len(lab))]))
                 n_reads += len(lab)
     return rows, labels
+
+
+def _can_repeat(cache: Any) -> bool:
+    """True when every layer of the cache can be repeated along the batch dimension."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return hasattr(cache, "batch_repeat_interleave")
+    return all(hasattr(layer, "batch_repeat_interleave") for layer in layers)
 
 
 def _repeat_cache(cache: Any, n: int) -> Any:
