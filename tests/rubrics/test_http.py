@@ -1,0 +1,161 @@
+"""POST /api/v1/evaluate over HTTP: both forms, suites, skips, and the 422/400 error shapes."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from logitjudge.engine.scripted import ScriptedEngine
+from logitjudge.judge import Judge
+from logitjudge.server.app import create_app
+
+URL = "/api/v1/evaluate"
+
+
+def _script(state, q):
+    ins = str(q.instructions)
+    if q.type == "noul":
+        return [0.9, 0.1] if "`context[0]`" in ins or "`context[3]`" in ins else [0.2, 0.8]
+    return [1.0] * len(q.options)
+
+
+@pytest.fixture
+def client():
+    judge = Judge(ScriptedEngine(_script))
+    with TestClient(create_app(judge)) as c:
+        c.engine = judge.engine
+        yield c
+
+
+def test_chunk_relevance_page_example_over_http(client):
+    body = {
+        "evaluators": ["chunk_relevance"],
+        "input": "How is Jev priced, and are output tokens billed?",
+        "output": "…",
+        "context": ["Price: $42 per billion input tokens. Output tokens are free.", "Rate limits: 1,200 rpm.",
+                    "Founded in 2024.", "Output billed at $8/M on the legacy v0 endpoint, deprecated."],
+    }
+    r = client.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["model"] == "scripted"
+    res = out["results"]["chunk_relevance"]
+    assert res["score"] == 0.5 and res["label"] == "2/4 relevant" and res["passed"] is True
+    assert [d["passed"] for d in res["details"]] == [True, False, False, True]
+    assert out["passed"] is True
+    assert out["usage"]["requests"] == 1
+    assert sum(len(batch) for batch in client.engine.calls) == 1  # one engine request for the item
+
+
+def test_unknown_evaluator_is_422_at_its_position_with_did_you_mean(client):
+    r = client.post(URL, json={"evaluators": ["RAG", "chunk_relevence"], "input": "q", "context": ["c"]})
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body", "evaluators", 1]
+    assert err["type"] == "value_error"
+    assert "did you mean 'chunk_relevance'" in err["msg"]
+    assert err["ctx"]["suggestions"][0] == "chunk_relevance"
+    assert client.engine.calls == []
+
+
+def test_explicit_evaluator_missing_field_is_422_naming_the_field(client):
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "a"})
+    assert r.status_code == 422
+    assert r.json()["detail"] == [
+        {"loc": ["body", "context"], "msg": "Field required: evaluator 'faithfulness' needs `context`", "type": "missing"}
+    ]
+
+
+def test_missing_field_through_a_suite_is_skipped(client):
+    r = client.post(URL, json={"evaluators": ["Correctness"], "input": "q", "output": "a"})
+    assert r.status_code == 200
+    res = r.json()["results"]
+    assert list(res) == ["answer_correctness", "answer_relevancy", "task_completion", "conciseness"]
+    assert res["answer_correctness"]["status"] == "skipped"
+    assert res["answer_correctness"]["reason"] == "missing required field `expected`"
+    assert "score" not in res["answer_correctness"]  # null fields are left out, never NaN
+    assert res["conciseness"]["status"] == "ok"
+
+
+def test_lower_case_suite_name_is_accepted(client):
+    r = client.post(URL, json={"evaluators": ["correctness"], "input": "q", "output": "a"})
+    assert r.status_code == 200 and "task_completion" in r.json()["results"]
+
+
+def test_batch_form_with_summary_and_per_item_missing_field(client):
+    body = {
+        "evaluators": ["faithfulness", "RAG"],
+        "items": [
+            {"id": "a", "input": "q", "output": "o", "context": ["c"], "labels": {"faithfulness": False}},
+            {"id": "b", "input": "q", "output": "o", "context": ["c", "d"], "labels": {"faithfulness": False}},
+        ],
+    }
+    r = client.post(URL, json=body)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert [x["id"] for x in out["results"]] == ["a", "b"]
+    s = out["summary"]["faithfulness"]
+    assert s["n"] == 2
+    metrics = {m["name"]: m for m in s["metrics"]}
+    assert metrics["pass_rate"]["value"] == 0.0  # scripted p(yes) = 0.2 < 0.5
+    assert metrics["accuracy"]["value"] == 1.0
+    assert metrics["precision"]["value"] is None and metrics["precision"]["reason"]
+    assert out["usage"]["requests"] == 2
+
+    body["items"].append({"id": "c", "input": "q"})
+    r = client.post(URL, json=body)
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "items", 2, "output"]
+
+
+def test_items_and_flat_fields_together_is_422(client):
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "o", "items": [{"output": "o", "context": "c"}]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "items"]
+
+
+def test_evaluators_missing_or_empty_is_422(client):
+    assert client.post(URL, json={"output": "o"}).json()["detail"][0]["loc"] == ["body", "evaluators"]
+    assert client.post(URL, json={"evaluators": [], "output": "o"}).status_code == 422
+
+
+def test_threshold_override_and_bad_thresholds(client):
+    body = {"evaluators": ["faithfulness"], "output": "o", "context": ["x", "y"], "thresholds": {"faithfulness": 0.1}}
+    r = client.post(URL, json=body)
+    assert r.json()["results"]["faithfulness"]["passed"] is True
+    assert r.json()["results"]["faithfulness"]["threshold"] == 0.1
+    body["thresholds"] = {"faithfulnes": 0.1}
+    err = client.post(URL, json=body).json()["detail"][0]
+    assert err["loc"] == ["body", "thresholds", "faithfulnes"] and "did you mean 'faithfulness'" in err["msg"]
+    body["thresholds"] = {"faithfulness": 1.5}
+    assert client.post(URL, json=body).json()["detail"][0]["loc"] == ["body", "thresholds", "faithfulness"]
+
+
+def test_unknown_model_is_400(client):
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "o", "context": "c", "model": "gpt-4"})
+    assert r.status_code == 400
+    assert r.json()["detail"]["error_type"] == "api_usage_error"
+
+
+def test_typed_question_over_http_and_invalid_question_loc(client):
+    ok = client.post(URL, json={"evaluators": ["typed_question"], "input": "ticket",
+                                "question": {"type": "choice", "criteria": {"a": None, "b": "bee"}}})
+    assert ok.status_code == 200 and ok.json()["results"]["typed_question"]["label"] == "a"
+    bad = client.post(URL, json={"evaluators": ["typed_question"], "input": "ticket",
+                                 "question": {"type": "score", "criteria": {"0": "low"}}})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["loc"][:3] == ["body", "question", "score"]
+
+
+def test_wrong_field_type_is_422(client):
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": 12, "context": ["c"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] == ["body", "output"]
+
+
+def test_the_server_module_imports_no_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; import logitjudge.server.evaluate_routes, logitjudge.rubrics.api, logitjudge.rubrics.cli; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,160 @@
+"""One item -> one engine call over one state; suites skip what they cannot run; never NaN."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from logitjudge.errors import ContextOverflowError, UnknownModelError
+from logitjudge.rubrics.api import evaluate
+from logitjudge.rubrics.items import Item, normalize_row
+from logitjudge.rubrics.registry import default_registry
+from logitjudge.rubrics.runner import MissingFieldError, plan_item
+
+ITEM = {
+    "id": "a",
+    "input": "What is the refund window?",
+    "output": "You can get a refund within 30 days.",
+    "expected": "30 days from delivery.",
+    "context": ["Refunds are accepted within 30 days of delivery.", "Shipping takes 3-5 days.", "Call us."],
+    "evaluators": ["ignored here"],
+    "meta": {"not": "state"},
+}
+
+
+def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(scripted):
+    judge = scripted(lambda s, q: [1.0] * len(q.options))
+    run = evaluate(judge, [ITEM], ["Everything"])
+    calls = judge.engine.calls
+    assert len(calls) == 1, "one engine call"
+    (requests,) = calls
+    assert len(requests) == 1, "one request (one state) in that call"
+    (req,) = requests
+    # 3 chunks x 2 per-chunk evaluators + 9 single-question evaluators
+    assert len(req.questions) == 3 + 3 + 9
+    assert req.state == {
+        "input": ITEM["input"], "output": ITEM["output"], "expected": ITEM["expected"], "context": ITEM["context"]
+    }
+    assert all(r.status == "ok" for r in run.results[0].results.values())
+    assert run.usage.requests == 1
+
+
+def test_question_ids_are_namespaced_and_never_reach_the_engine(scripted):
+    plan = plan_item(Item.model_validate(ITEM), default_registry().select(["RAG"]), strict=True)
+    assert list(plan.questions)[:6] == [
+        "chunk_relevance.0", "chunk_relevance.1", "chunk_relevance.2",
+        "chunk_support.0", "chunk_support.1", "chunk_support.2",
+    ]
+    assert "faithfulness" in plan.questions
+    judge = scripted(lambda s, q: [1.0] * len(q.options))
+    evaluate(judge, [ITEM], ["RAG"])
+    text = json.dumps([str(q) for q in judge.engine.calls[0][0].questions])
+    assert "chunk_relevance.0" not in text and "faithfulness" not in text.replace("faithful", "")
+
+
+def test_the_state_does_not_depend_on_the_selection(scripted):
+    states = []
+    for names in (["faithfulness"], ["RAG"], ["conciseness", "chunk_support"]):
+        judge = scripted(lambda s, q: [1.0] * len(q.options))
+        evaluate(judge, [ITEM], names)
+        states.append(judge.engine.calls[0][0].state)
+    assert states[0] == states[1] == states[2]
+
+
+def test_suite_members_missing_fields_are_skipped_with_a_reason(scripted):
+    judge = scripted(lambda s, q: [1.0] * len(q.options))
+    run = evaluate(judge, [{"input": "q", "output": "a"}], ["RAG"])
+    res = run.results[0].results
+    assert res["answer_relevancy"].status == "ok"
+    for name in ("chunk_relevance", "chunk_support", "faithfulness", "context_recall", "context_relevancy",
+                 "context_entity_recall"):
+        assert res[name].status == "skipped"
+        assert res[name].score is None and res[name].passed is None
+        assert "`context`" in res[name].reason
+    assert res["context_recall"].reason == "missing required fields `context`, `expected`"
+    assert run.summary["faithfulness"].skipped == 1 and run.summary["faithfulness"].n == 0
+    mean = run.summary["faithfulness"].metric("mean_score")
+    assert mean.value is None and mean.reason  # undetermined -> null plus a reason, never NaN
+
+
+def test_empty_context_counts_as_missing(scripted):
+    run = evaluate(scripted(lambda s, q: [1, 1]), [{"output": "a", "context": []}], ["faithfulness"])
+    assert run.results[0].results["faithfulness"].status == "skipped"
+
+
+def test_an_item_with_nothing_to_run_makes_no_engine_call(scripted):
+    judge = scripted(lambda s, q: [1, 1])
+    run = evaluate(judge, [{"input": "q"}], ["RAG"])
+    assert judge.engine.calls == []
+    assert run.results[0].passed is None and run.usage.requests == 0
+
+
+def test_explicit_evaluator_missing_field_is_an_error_when_strict():
+    item = Item.model_validate({"input": "q", "context": ["c"]})
+    with pytest.raises(MissingFieldError) as info:
+        plan_item(item, default_registry().select(["faithfulness"]), strict=True, field_prefix=("items", 2))
+    assert info.value.field == ("items", 2, "output")
+    # through a suite it is skipped even when strict
+    plan = plan_item(item, default_registry().select(["RAG"]), strict=True)
+    assert plan.early["faithfulness"].status == "skipped"
+
+
+def test_engine_error_for_one_item_marks_its_evaluators_error_and_spares_the_others(scripted):
+    def script(state, q):
+        if "boom" in json.dumps(state):
+            raise ContextOverflowError("too long", part="state + longest question", tokens=10, limit=5)
+        return [1.0] * len(q.options)
+
+    judge = scripted(script)
+    engine = judge.engine
+    real = engine.run_batch
+
+    def run_batch(requests):
+        out = []
+        for r in requests:
+            try:
+                out += real([r])
+            except ContextOverflowError as exc:
+                out.append(exc)
+        return out
+
+    engine.run_batch = run_batch
+    run = evaluate(judge, [{"output": "a", "context": ["boom"]}, {"output": "b", "context": ["fine"]}],
+                   ["faithfulness"], batch_size=8)
+    bad, good = (r.results["faithfulness"] for r in run.results)
+    assert bad.status == "error" and "ContextOverflowError" in bad.reason
+    assert good.status == "ok"
+    assert run.summary["faithfulness"].errors == 1 and run.summary["faithfulness"].n == 1
+
+
+def test_unknown_model_is_refused_before_any_work(scripted):
+    judge = scripted(lambda s, q: [1, 1])
+    with pytest.raises(UnknownModelError):
+        evaluate(judge, [ITEM], ["faithfulness"], model="gpt-4")
+    assert judge.engine.calls == []
+
+
+def test_batches_share_engine_calls_but_keep_one_state_per_item(scripted):
+    judge = scripted(lambda s, q: [1.0] * len(q.options))
+    items = [{"id": i, "output": f"o{i}", "context": [f"c{i}"]} for i in range(5)]
+    run = evaluate(judge, items, ["faithfulness"], batch_size=2)
+    assert [len(c) for c in judge.engine.calls] == [2, 2, 1]
+    assert [r.id for r in run.results] == [0, 1, 2, 3, 4]
+
+
+def test_ragas_names_are_mapped():
+    row = normalize_row({"question": "q?", "answer": "a", "contexts": '["c1", "c2"]', "ground_truth": "g"})
+    mapped = {k: row[k] for k in ("input", "output", "context", "expected")}
+    assert mapped == {"input": "q?", "output": "a", "context": ["c1", "c2"], "expected": "g"}
+    assert "question" not in row  # RAGAS text, not a typed question
+    typed = normalize_row({"input": "x", "question": {"type": "noul"}})
+    assert typed["question"] == {"type": "noul"}
+    assert normalize_row({"user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f"}) == {
+        "user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f",
+        "input": "u", "output": "r", "context": ["c"], "expected": "f",
+    }
+
+
+def test_context_as_a_single_string_is_one_chunk():
+    assert Item.model_validate({"context": "one chunk"}).state() == {"context": ["one chunk"]}
