@@ -203,7 +203,9 @@ class Scheduler:
             )
         self._ensure_worker()
         assert self._loop is not None and self._wakeup is not None
-        job = _Job(request, max(1, int(self._count_tokens(request))), self._loop.create_future(), time.monotonic())
+        job = _Job(
+            request, max(1, int(self._count_tokens(request))), self._loop.create_future(), time.monotonic()
+        )
         self._pending.append(job)
         self._observer.queue_depth(len(self._pending))
         self._wakeup.set()
@@ -282,7 +284,7 @@ class Scheduler:
                 self._in_flight = 0
             seconds = time.monotonic() - started
             self._record(len(batch), sum(job.tokens for job in batch), seconds, waits)
-            for job, result in zip(batch, results):
+            for job, result in zip(batch, results, strict=True):
                 if not job.future.done():  # the caller may have gone away meanwhile
                     job.future.set_result(result)
 
@@ -329,7 +331,9 @@ class Scheduler:
             try:
                 await asyncio.wait_for(asyncio.shield(worker), timeout)
             except asyncio.TimeoutError:
-                logger.warning("drain timed out after %.1f s; refusing %d waiting requests", timeout, len(self._pending))
+                logger.warning(
+                    "drain timed out after %.1f s; refusing %d waiting requests", timeout, len(self._pending)
+                )
                 worker.cancel()
         while self._pending:
             job = self._pending.popleft()

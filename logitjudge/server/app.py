@@ -159,8 +159,12 @@ def create_app(
     (the evaluator API) submit engine work through ``request.app.state.scheduler``.
     """
     config = ServerConfig(
-        api_keys=tuple(api_keys), max_queue=max_queue, max_batch_tokens=max_batch_tokens,
-        max_batch_requests=max_batch_requests, max_body_bytes=max_body_bytes, drain_timeout=drain_timeout,
+        api_keys=tuple(api_keys),
+        max_queue=max_queue,
+        max_batch_tokens=max_batch_tokens,
+        max_batch_requests=max_batch_requests,
+        max_body_bytes=max_body_bytes,
+        drain_timeout=drain_timeout,
     )
     metrics = ServerMetrics(registry)
     scheduler = Scheduler(
@@ -214,7 +218,9 @@ def create_app(
         """
         req = judge.validate(body)  # raises UnknownModelError (400) for a model not served here
         if req.model_extra and "assets" in req.model_extra:
-            err = RequestError("image assets are not supported by this model (text-only engine)", field=("assets",))
+            err = RequestError(
+                "image assets are not supported by this model (text-only engine)", field=("assets",)
+            )
             err.error_type = "api_usage_error"  # 400, as the spec proposes (A.2 T11)
             raise err
         ids = list(req.questions)
@@ -239,7 +245,8 @@ def create_app(
         name = judge.model_name
         models = [
             schemas.ModelMetadata(
-                name=alias, description=f"Alias of {name}, the model this server answers with.",
+                name=alias,
+                description=f"Alias of {name}, the model this server answers with.",
                 release_date=release,
             )
             for alias in MODEL_ALIASES
@@ -260,7 +267,11 @@ def create_app(
         body = {
             "status": "draining" if scheduler.closing else "ok",
             "model": judge.model_name,
-            "queue": {"waiting": scheduler.waiting, "in_flight": scheduler.in_flight, "max_queue": config.max_queue},
+            "queue": {
+                "waiting": scheduler.waiting,
+                "in_flight": scheduler.in_flight,
+                "max_queue": config.max_queue,
+            },
             "engine": _jsonable(judge.describe()),
             "auth": bool(config.api_keys),
             "version": __version__,

@@ -25,24 +25,36 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "serve",
         help="serve POST /v1/systemone (a drop-in for the System One API) over HTTP",
-        description="Serve the System One API (POST /v1/systemone, GET /v1/models, /healthz, /metrics, /docs).",
+        description="Serve POST /v1/systemone, GET /v1/models, /healthz, /metrics and /docs.",
     )
-    p.add_argument("--model", default=None, help="local model directory or cached id (default: the embedded model)")
+    p.add_argument(
+        "--model", default=None, help="local model directory or cached id (default: the embedded model)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument(
-        "--api-key", action="append", default=[], metavar="KEY",
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
         help="require Authorization: Bearer KEY (repeatable; also LOGITJUDGE_API_KEYS, comma-separated)",
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default auto)")
-    p.add_argument("--max-queue", type=int, default=256, help="requests that may wait; more get 503 (default 256)")
     p.add_argument(
-        "--max-batch-tokens", type=int, default=16_384,
+        "--max-queue", type=int, default=256, help="requests that may wait; more get 503 (default 256)"
+    )
+    p.add_argument(
+        "--max-batch-tokens",
+        type=int,
+        default=16_384,
         help="estimated-token budget of one engine call across requests (default 16384)",
     )
     p.add_argument(
-        "--max-batch-requests", type=int, default=64, help="most requests per engine call; 1 = no batching (default 64)"
+        "--max-batch-requests",
+        type=int,
+        default=64,
+        help="most requests per engine call; 1 = no batching (default 64)",
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run_serve)
@@ -57,7 +69,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from logitjudge.server.app import create_app
     from logitjudge.settings import api_keys_from_env
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     keys = tuple(dict.fromkeys([*args.api_key, *api_keys_from_env()]))  # de-duplicated, order kept
     judge = Judge.load(args.model, device=args.device, dtype=args.dtype)
     app = create_app(
@@ -69,7 +83,10 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     # Never log the keys themselves, only how many there are.
     logger.info(
-        "serving %s on http://%s:%d (auth %s)", judge.model_name, args.host, args.port,
+        "serving %s on http://%s:%d (auth %s)",
+        judge.model_name,
+        args.host,
+        args.port,
         f"on, {len(keys)} key(s)" if keys else "off",
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=60)

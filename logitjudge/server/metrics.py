@@ -35,8 +35,11 @@ class ServerMetrics:
             "logitjudge_http_requests", "HTTP requests answered", ["route", "method", "status"], registry=r
         )
         self.latency = Histogram(
-            "logitjudge_http_request_duration_seconds", "HTTP request latency, first byte in to last byte out",
-            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+            "logitjudge_http_request_duration_seconds",
+            "HTTP request latency, first byte in to last byte out",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.questions = Counter("logitjudge_questions", "Questions answered", ["type"], registry=r)
         self.input_tokens = Counter(
@@ -44,8 +47,10 @@ class ServerMetrics:
         )
         self.depth = Gauge("logitjudge_queue_depth", "Requests waiting for the engine", registry=r)
         self.queue_wait = Histogram(
-            "logitjudge_queue_wait_seconds", "Seconds a request waited before its batch ran",
-            buckets=_LATENCY_BUCKETS, registry=r,
+            "logitjudge_queue_wait_seconds",
+            "Seconds a request waited before its batch ran",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.batch_size = Histogram(
             "logitjudge_batch_size", "Requests per engine call", buckets=_BATCH_SIZE_BUCKETS, registry=r
@@ -54,7 +59,10 @@ class ServerMetrics:
             "logitjudge_batch_tokens", "Estimated tokens per engine call", buckets=_TOKEN_BUCKETS, registry=r
         )
         self.batch_seconds = Histogram(
-            "logitjudge_batch_duration_seconds", "Seconds per engine call", buckets=_LATENCY_BUCKETS, registry=r
+            "logitjudge_batch_duration_seconds",
+            "Seconds per engine call",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
         )
         self.rejections = Counter(
             "logitjudge_rejected_requests", "Requests refused without running", ["reason"], registry=r

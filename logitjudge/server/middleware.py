@@ -123,7 +123,9 @@ class BodyMiddleware:
             )
             await response(scope, receive, send)
             return
-        if scope["path"] == "/v1/systemone" and headers.get("content-type", "").lower().startswith("multipart/"):
+        if scope["path"] == "/v1/systemone" and headers.get("content-type", "").lower().startswith(
+            "multipart/"
+        ):
             response = error_response(
                 400, "api_usage_error", "image assets are not supported by this model (text-only engine)"
             )
@@ -155,7 +157,11 @@ class BodyMiddleware:
                 await error_response(400, "invalid_request_error", decoded)(scope, receive, send)
                 return
             body = bytearray(decoded)
-            raw = [(k, v) for k, v in scope["headers"] if k.lower() not in (b"content-encoding", b"content-length")]
+            raw = [
+                (k, v)
+                for k, v in scope["headers"]
+                if k.lower() not in (b"content-encoding", b"content-length")
+            ]
             scope = {**scope, "headers": [*raw, (b"content-length", str(len(body)).encode("ascii"))]}
 
         replayed = False

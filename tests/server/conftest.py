@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from server_helpers import BODY, rising
 
 from logitjudge import Judge
 from logitjudge.engine.scripted import ScriptedEngine
 from logitjudge.server.app import create_app
-from server_helpers import BODY, rising
 
 
 @pytest.fixture

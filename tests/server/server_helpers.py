@@ -18,7 +18,11 @@ BODY: dict[str, Any] = {
     "state": "The parcel arrived broken and I want my money back.",
     "questions": {
         "refund": {"type": "noul", "instructions": "Does the customer want a refund?"},
-        "team": {"type": "choice", "instructions": "Which team?", "criteria": {"Billing": None, "Shipping": "parcels"}},
+        "team": {
+            "type": "choice",
+            "instructions": "Which team?",
+            "criteria": {"Billing": None, "Shipping": "parcels"},
+        },
         "anger": {"type": "score", "instructions": "How angry?", "criteria": ["Calm", "Annoyed", "Furious"]},
     },
 }

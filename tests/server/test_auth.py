@@ -6,11 +6,11 @@ import logging
 
 import pytest
 from fastapi.testclient import TestClient
+from server_helpers import BODY
 
 from logitjudge import Judge
 from logitjudge.server.app import create_app
 from logitjudge.server.cli import add_serve_parser
-from server_helpers import BODY
 
 KEYS = ("k-one", "k-two")
 
@@ -30,8 +30,13 @@ def _auth_error(r) -> str:
 
 
 def test_auth_off_accepts_and_ignores_any_authorization_header(client: TestClient) -> None:
-    for header in ({}, {"Authorization": "Bearer jevcompat-no-key"}, {"Authorization": "Basic Zm9vOmJhcg=="},
-                   {"Authorization": ""}, {"x-api-key": "whatever"}):
+    for header in (
+        {},
+        {"Authorization": "Bearer jevcompat-no-key"},
+        {"Authorization": "Basic Zm9vOmJhcg=="},
+        {"Authorization": ""},
+        {"x-api-key": "whatever"},
+    ):
         assert client.post("/v1/systemone", json=BODY, headers=header).status_code == 200
         assert client.get("/v1/models", headers=header).status_code == 200
 
@@ -39,13 +44,23 @@ def test_auth_off_accepts_and_ignores_any_authorization_header(client: TestClien
 def test_auth_on_requires_a_configured_bearer_key(secured: TestClient) -> None:
     _auth_error(secured.post("/v1/systemone", json=BODY))
     _auth_error(secured.get("/v1/models"))
-    for bad in ("Bearer wrong", "Bearer k-one2", "Bearer k-on", "Bearer ", "Basic k-one", "k-one", "Bearer kéy"):
+    for bad in (
+        "Bearer wrong",
+        "Bearer k-one2",
+        "Bearer k-on",
+        "Bearer ",
+        "Basic k-one",
+        "k-one",
+        "Bearer kéy",
+    ):
         _auth_error(secured.post("/v1/systemone", json=BODY, headers={"Authorization": bad.encode("utf-8")}))
     _auth_error(secured.post("/v1/systemone", json=BODY, headers={"x-api-key": "k-one"}))  # Bearer only
     for key in KEYS:
         r = secured.post("/v1/systemone", json=BODY, headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 200, r.text
-    assert secured.post("/v1/systemone", json=BODY, headers={"Authorization": "bearer k-two"}).status_code == 200
+    assert (
+        secured.post("/v1/systemone", json=BODY, headers={"Authorization": "bearer k-two"}).status_code == 200
+    )
 
 
 def test_auth_on_leaves_probes_metrics_and_docs_open(secured: TestClient) -> None:
@@ -77,6 +92,8 @@ def test_serve_parser_collects_repeatable_keys() -> None:
 
     parser = argparse.ArgumentParser()
     add_serve_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["serve", "--api-key", "a", "--api-key", "b", "--port", "9001", "--max-batch-tokens", "512"])
+    args = parser.parse_args(
+        ["serve", "--api-key", "a", "--api-key", "b", "--port", "9001", "--max-batch-tokens", "512"]
+    )
     assert args.api_key == ["a", "b"] and args.port == 9001 and args.host == "127.0.0.1"
     assert args.max_batch_tokens == 512 and args.max_queue == 256 and args.model is None

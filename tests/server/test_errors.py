@@ -11,14 +11,13 @@ import httpx
 import pytest
 import zstandard
 from fastapi.testclient import TestClient
+from server_helpers import BODY, GatedEngine
 
 from logitjudge import Judge
 from logitjudge.engine.scripted import ScriptedEngine
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import ContextOverflowError, InvalidRequestError, LogitJudgeError
 from logitjudge.server.app import create_app
-
-from server_helpers import BODY, GatedEngine
 
 JSON = {"content-type": "application/json"}
 
@@ -50,15 +49,35 @@ def base(**questions: Any) -> dict[str, Any]:
 # (label, body, expected loc, expected type) — the reference mock's table (spec A.5.3)
 INVALID: list[tuple[str, Any, list[Any], str]] = [
     ("not an object", [1, 2], ["body"], "model_attributes_type"),
-    ("missing state", {"model": "jev-latest", "questions": {"q": {"type": "noul"}}}, ["body", "state"], "missing"),
+    (
+        "missing state",
+        {"model": "jev-latest", "questions": {"q": {"type": "noul"}}},
+        ["body", "state"],
+        "missing",
+    ),
     ("missing model", {"state": "x", "questions": {"q": {"type": "noul"}}}, ["body", "model"], "missing"),
     ("missing questions", {"model": "jev-latest", "state": "x"}, ["body", "questions"], "missing"),
     ("empty questions", {**base(), "questions": {}}, ["body", "questions"], "too_short"),
     ("missing type", base(q={"instructions": "?"}), ["body", "questions", "q"], "union_tag_not_found"),
     ("unknown type", base(q={"type": "boolean"}), ["body", "questions", "q"], "union_tag_invalid"),
-    ("box type", base(q={"type": "box", "instructions": "cat"}), ["body", "questions", "q"], "union_tag_invalid"),
-    ("choice without criteria", base(q={"type": "choice"}), ["body", "questions", "q", "choice", "criteria"], "missing"),
-    ("choice {}", base(q={"type": "choice", "criteria": {}}), ["body", "questions", "q", "choice", "criteria"], "too_short"),
+    (
+        "box type",
+        base(q={"type": "box", "instructions": "cat"}),
+        ["body", "questions", "q"],
+        "union_tag_invalid",
+    ),
+    (
+        "choice without criteria",
+        base(q={"type": "choice"}),
+        ["body", "questions", "q", "choice", "criteria"],
+        "missing",
+    ),
+    (
+        "choice {}",
+        base(q={"type": "choice", "criteria": {}}),
+        ["body", "questions", "q", "choice", "criteria"],
+        "too_short",
+    ),
     (
         "choice 256",
         base(q={"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}),
@@ -77,7 +96,12 @@ INVALID: list[tuple[str, Any, list[Any], str]] = [
         ["body", "questions", "q", "score", "criteria"],
         "too_long",
     ),
-    ("noul bad key", base(q={"type": "noul", "criteria": {"maybe": "x"}}), ["body", "questions", "q", "noul", "criteria", "maybe"], "extra_forbidden"),
+    (
+        "noul bad key",
+        base(q={"type": "noul", "criteria": {"maybe": "x"}}),
+        ["body", "questions", "q", "noul", "criteria", "maybe"],
+        "extra_forbidden",
+    ),
     ("state null", {**base(), "state": None}, ["body", "state", "str"], "string_type"),
     ("state number", {**base(), "state": 3}, ["body", "state", "str"], "string_type"),
     ("model null", {**base(), "model": None}, ["body", "model"], "string_type"),
@@ -85,15 +109,32 @@ INVALID: list[tuple[str, Any, list[Any], str]] = [
     ("questions list", {**base(), "questions": [{"type": "noul"}]}, ["body", "questions"], "dict_type"),
     ("question null", base(q=None), ["body", "questions", "q"], "model_attributes_type"),
     ("empty id", base(**{"": {"type": "noul"}}), ["body", "questions", "", "[key]"], "string_too_short"),
-    ("instructions number", base(q={"type": "noul", "instructions": 5}), ["body", "questions", "q", "noul", "instructions", "str"], "string_type"),
-    ("criteria null (choice)", base(q={"type": "choice", "criteria": None}), ["body", "questions", "q", "choice", "criteria"], "dict_type"),
-    ("score null level", base(q={"type": "score", "criteria": ["a", None]}), ["body", "questions", "q", "score", "criteria", 1, "str"], "string_type"),
+    (
+        "instructions number",
+        base(q={"type": "noul", "instructions": 5}),
+        ["body", "questions", "q", "noul", "instructions", "str"],
+        "string_type",
+    ),
+    (
+        "criteria null (choice)",
+        base(q={"type": "choice", "criteria": None}),
+        ["body", "questions", "q", "choice", "criteria"],
+        "dict_type",
+    ),
+    (
+        "score null level",
+        base(q={"type": "score", "criteria": ["a", None]}),
+        ["body", "questions", "q", "score", "criteria", 1, "str"],
+        "string_type",
+    ),
     ("x_rotations string", {**base(), "x_rotations": "lots"}, ["body", "x_rotations"], "int_parsing"),
 ]
 
 
 @pytest.mark.parametrize("label,payload,loc,kind", INVALID, ids=[c[0] for c in INVALID])
-def test_invalid_bodies_get_422_with_detail_list(client: TestClient, label: str, payload: Any, loc: list, kind: str) -> None:
+def test_invalid_bodies_get_422_with_detail_list(
+    client: TestClient, label: str, payload: Any, loc: list, kind: str
+) -> None:
     detail = assert_validation_shape(client.post("/v1/systemone", json=payload))
     assert detail[0]["loc"] == loc and detail[0]["type"] == kind, detail
 
@@ -105,7 +146,7 @@ def test_invalid_bodies_get_422_with_detail_list(client: TestClient, label: str,
         b"",
         b"not json at all",
         b'{"model": "jev-latest", "state": "x", "questions": {"q": {"type": "noul"}}} trailing',
-        b'\xff\xfe\x00garbage',
+        b"\xff\xfe\x00garbage",
     ],
 )
 def test_malformed_json_gets_422(client: TestClient, raw: bytes) -> None:
@@ -118,12 +159,19 @@ def test_malformed_json_gets_422(client: TestClient, raw: bytes) -> None:
     [
         (b'{"model":"jev-latest","state":{"a":NaN},"questions":{"q":{"type":"noul"}}}', ["body", "state"]),
         (b'{"model":"jev-latest","state":[Infinity],"questions":{"q":{"type":"noul"}}}', ["body", "state"]),
-        (b'{"model":"jev-latest","state":"x","questions":{"q":{"type":"score","criteria":["a",{"w":-Infinity}]}}}',
-         ["body", "questions", "q", "score", "criteria", 1]),
+        (
+            b'{"model":"jev-latest","state":"x","questions":{"q":{"type":"score","criteria":["a",{"w":-Infinity}]}}}',
+            ["body", "questions", "q", "score", "criteria", 1],
+        ),
         (b'{"model":"jev-latest","state":"x\\ud800","questions":{"q":{"type":"noul"}}}', ["body", "state"]),
-        (b'{"model":"jev-latest","state":"x","questions":{"q":{"type":"choice","criteria":{"a\\udfff":null,"b":null}}}}',
-         ["body", "questions", "q", "choice", "criteria"]),
-        (b'{"model":"jev-latest","state":"x","questions":{"q\\ud800":{"type":"noul"}}}', ["body", "questions"]),
+        (
+            b'{"model":"jev-latest","state":"x","questions":{"q":{"type":"choice","criteria":{"a\\udfff":null,"b":null}}}}',
+            ["body", "questions", "q", "choice", "criteria"],
+        ),
+        (
+            b'{"model":"jev-latest","state":"x","questions":{"q\\ud800":{"type":"noul"}}}',
+            ["body", "questions"],
+        ),
     ],
     ids=["nan", "infinity", "nested-infinity", "surrogate-state", "surrogate-option", "surrogate-id"],
 )
@@ -150,7 +198,9 @@ def test_huge_integers_and_wrong_content_types_are_4xx(client: TestClient) -> No
 
 
 def test_unknown_model_is_400_api_usage_error(client: TestClient) -> None:
-    msg = assert_error_shape(client.post("/v1/systemone", json={**BODY, "model": "jev-9"}), 400, "api_usage_error")
+    msg = assert_error_shape(
+        client.post("/v1/systemone", json={**BODY, "model": "jev-9"}), 400, "api_usage_error"
+    )
     assert "jev-9" in msg
 
 
@@ -163,8 +213,13 @@ def test_unknown_route_is_404_not_found_and_get_on_post_is_405(client: TestClien
 
 
 def test_image_assets_are_refused_with_400(client: TestClient) -> None:
-    assert_error_shape(client.post("/v1/systemone", json={**BODY, "assets": {"<image:ab>": {}}}), 400, "api_usage_error")
-    files = {"request": (None, json.dumps(BODY), "application/json"), "asset-0": ("a.png", b"\x89PNG", "image/png")}
+    assert_error_shape(
+        client.post("/v1/systemone", json={**BODY, "assets": {"<image:ab>": {}}}), 400, "api_usage_error"
+    )
+    files = {
+        "request": (None, json.dumps(BODY), "application/json"),
+        "asset-0": ("a.png", b"\x89PNG", "image/png"),
+    }
     assert_error_shape(client.post("/v1/systemone", files=files), 400, "api_usage_error")
 
 
@@ -225,7 +280,10 @@ class FailingEngine(ScriptedEngine):
             if "LONG" in state:
                 out[i] = ContextOverflowError(
                     "state + longest question is 40000 tokens; the limit is 8192",
-                    part="state + longest question", tokens=40000, limit=8192, field=("state",),
+                    part="state + longest question",
+                    tokens=40000,
+                    limit=8192,
+                    field=("state",),
                 )
             if "BADQ" in state:
                 out[i] = InvalidRequestError("criteria: bad labels", field=("questions", 1, "criteria"))
@@ -234,11 +292,15 @@ class FailingEngine(ScriptedEngine):
 
 def test_engine_errors_map_through_the_table(body: dict[str, Any]) -> None:
     with TestClient(create_app(Judge(FailingEngine())), raise_server_exceptions=False) as c:
-        msg = assert_error_shape(c.post("/v1/systemone", json={**body, "state": "LONG"}), 413, "request_too_large")
+        msg = assert_error_shape(
+            c.post("/v1/systemone", json={**body, "state": "LONG"}), 413, "request_too_large"
+        )
         assert "8192" in msg
         detail = assert_validation_shape(c.post("/v1/systemone", json={**body, "state": "BADQ"}))
         assert detail[0]["loc"] == ["body", "questions", "team", "criteria"]  # index -> id
-        msg = assert_error_shape(c.post("/v1/systemone", json={**body, "state": "CRASH"}), 500, "internal_error")
+        msg = assert_error_shape(
+            c.post("/v1/systemone", json={**body, "state": "CRASH"}), 500, "internal_error"
+        )
         assert "engine bug" not in msg  # internals stay in the log
         assert c.post("/v1/systemone", json=body).status_code == 200  # the server is still fine
 

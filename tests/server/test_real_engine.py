@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from server_helpers import BODY
 
 from logitjudge.server.app import create_app
 from logitjudge.server.background import serve_in_thread
-from server_helpers import BODY
 
 KEY = "lj-test-key-3f9a"
 JEVCOMPAT = Path(sys.executable).with_name("jevcompat")
@@ -131,8 +131,13 @@ def test_a_request_answered_in_a_batch_equals_it_answered_alone(default_judge) -
     app = create_app(held, max_batch_tokens=1_000_000)
     others = [
         {**BODY, "state": "Hi, I love the product, thanks!"},
-        {"model": "jev-latest", "state": {"ticket": 12, "text": "Where is my order?"},
-         "questions": {"lang": {"type": "choice", "criteria": {"English": None, "Other": None, "French": "fr"}}}},
+        {
+            "model": "jev-latest",
+            "state": {"ticket": 12, "text": "Where is my order?"},
+            "questions": {
+                "lang": {"type": "choice", "criteria": {"English": None, "Other": None, "French": "fr"}}
+            },
+        },
         {**BODY, "state": "My invoice shows a double charge. " * 20},
     ]
     with serve_in_thread(app) as url:
@@ -195,7 +200,11 @@ def _jevcompat(url: str, out: Path, *, key: str | None = None) -> dict[str, Any]
     report = json.loads(out.read_text(encoding="utf-8"))
     summary = report["summary"]
     failing = [r for r in report["results"] if r.get("status") not in ("pass", "skip")]
-    assert summary["verdict"] == "conformant" and summary["conformant"], (summary, failing, proc.stdout[-3000:])
+    assert summary["verdict"] == "conformant" and summary["conformant"], (
+        summary,
+        failing,
+        proc.stdout[-3000:],
+    )
     assert summary["MUST"]["failed"] == 0 and summary["MUST"]["passed"] == summary["MUST"]["tested"] == 32
     assert summary["SHOULD"]["failed"] == 0 and summary["SHOULD"]["passed"] == summary["SHOULD"]["tested"]
     assert proc.returncode == 0
