@@ -1,0 +1,26 @@
+"""Evaluators: request fields -> typed questions over one state -> scores; dataset evaluation.
+
+- ``catalogue.json`` + :mod:`~logitjudge.rubrics.definitions`: declarative evaluators, strict;
+- :mod:`~logitjudge.rubrics.registry`: names and suites, with "did you mean";
+- :mod:`~logitjudge.rubrics.runner`: one engine request per item; :mod:`~logitjudge.rubrics.scoring`:
+  answers -> results (pure); :mod:`~logitjudge.rubrics.aggregate`: dataset metrics;
+- :mod:`~logitjudge.rubrics.api` (``evaluate``), :mod:`~logitjudge.rubrics.cli` (``logitjudge evaluate``).
+
+See ``docs/evaluators.md`` for the catalogue. Nothing here imports torch.
+"""
+
+from logitjudge.rubrics.api import EvaluationRun, evaluate
+from logitjudge.rubrics.registry import Registry, UnknownEvaluatorError, default_registry
+from logitjudge.rubrics.results import EvaluatorResult, EvaluatorSummary, ItemResult, Metric
+
+__all__ = [
+    "evaluate",
+    "EvaluationRun",
+    "Registry",
+    "UnknownEvaluatorError",
+    "default_registry",
+    "EvaluatorResult",
+    "EvaluatorSummary",
+    "ItemResult",
+    "Metric",
+]

@@ -37,7 +37,14 @@ from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_su
 
 from logitjudge.rubrics.results import EvaluatorSummary, Metric
 
-__all__ = ["Gold", "gold_of", "summarize", "expected_calibration_error", "reliability_bins", "DATASET_EVALUATORS"]
+__all__ = [
+    "Gold",
+    "gold_of",
+    "summarize",
+    "expected_calibration_error",
+    "reliability_bins",
+    "DATASET_EVALUATORS",
+]
 
 DATASET_EVALUATORS: dict[str, str] = {
     "generic_yesno": "typed_question",
@@ -115,7 +122,9 @@ def _rate_stderr(p: float, n: int) -> float | None:
     return math.sqrt(p * (1 - p) / n) if n > 1 else None
 
 
-def reliability_bins(scores: Sequence[float], truth: Sequence[bool], n_bins: int = 10) -> list[dict[str, float]]:
+def reliability_bins(
+    scores: Sequence[float], truth: Sequence[bool], n_bins: int = 10
+) -> list[dict[str, float]]:
     """Equal-width bins of ``scores`` in [0, 1]: mean score, share of true labels and count per bin."""
     bins: list[dict[str, float]] = []
     s, t = np.asarray(scores, dtype=float), np.asarray(truth, dtype=float)
@@ -123,15 +132,27 @@ def reliability_bins(scores: Sequence[float], truth: Sequence[bool], n_bins: int
     for b in range(n_bins):
         mask = idx == b
         if mask.any():
-            bins.append({"lo": b / n_bins, "hi": (b + 1) / n_bins, "mean_score": float(s[mask].mean()),
-                         "frac_true": float(t[mask].mean()), "n": int(mask.sum())})
+            bins.append(
+                {
+                    "lo": b / n_bins,
+                    "hi": (b + 1) / n_bins,
+                    "mean_score": float(s[mask].mean()),
+                    "frac_true": float(t[mask].mean()),
+                    "n": int(mask.sum()),
+                }
+            )
     return bins
 
 
 def expected_calibration_error(scores: Sequence[float], truth: Sequence[bool], n_bins: int = 10) -> float:
     """ECE: sum over equal-width bins of (n_bin / n) * |mean score - share true| (Guo et al. 2017)."""
     n = len(scores)
-    return float(sum(b["n"] / n * abs(b["mean_score"] - b["frac_true"]) for b in reliability_bins(scores, truth, n_bins)))
+    return float(
+        sum(
+            b["n"] / n * abs(b["mean_score"] - b["frac_true"])
+            for b in reliability_bins(scores, truth, n_bins)
+        )
+    )
 
 
 def _length_baseline_auroc(entries: list[tuple[bool, int | None]]) -> Metric | None:
@@ -140,15 +161,21 @@ def _length_baseline_auroc(entries: list[tuple[bool, int | None]]) -> Metric | N
     if not known or len({g for g, _ in known}) < 2:
         return None
     value = roc_auc_score([g for g, _ in known], [-n for _, n in known])
-    return Metric(name="length_baseline_auroc", value=float(value), n=len(known),
-                  reason="AUROC of 'the shorter text passes'; compare the evaluator's auroc with it")
+    return Metric(
+        name="length_baseline_auroc",
+        value=float(value),
+        n=len(known),
+        reason="AUROC of 'the shorter text passes'; compare the evaluator's auroc with it",
+    )
 
 
 def _classification(name: str, pairs: list[tuple[bool, bool, float | None]], positive: str) -> list[Metric]:
     """Metrics of predicted ``passed`` against gold ``passed``: (pred, gold, score) triples."""
     if not pairs:
         why = "no items with both a pass verdict and a gold label"
-        return [Metric(name=m, value=None, n=0, reason=why) for m in ("precision", "recall", "f1", "accuracy")]
+        return [
+            Metric(name=m, value=None, n=0, reason=why) for m in ("precision", "recall", "f1", "accuracy")
+        ]
     pos = positive == "passed"
     y_pred = [p == pos for p, _, _ in pairs]
     y_true = [g == pos for _, g, _ in pairs]
@@ -173,7 +200,12 @@ def _classification(name: str, pairs: list[tuple[bool, bool, float | None]], pos
         auroc = roc_auc_score(truth, scores)
         out.append(Metric(name="auroc", value=float(auroc), n=len(scored)))
         out.append(
-            Metric(name="ece", value=expected_calibration_error(scores, truth), n=len(scored), higher_is_better=False)
+            Metric(
+                name="ece",
+                value=expected_calibration_error(scores, truth),
+                n=len(scored),
+                higher_is_better=False,
+            )
         )
     else:
         why = "AUROC needs scored items of both gold classes"
@@ -200,15 +232,25 @@ def _pairwise(entries: list[tuple[str, bool, float | None, int | None]]) -> list
             if gn is not None and bn is not None:
                 short_wins.append(1.0 if gn < bn else 0.5 if gn == bn else 0.0)
     if not wins:
-        return [Metric(name="pairwise_accuracy", value=None, n=0, reason="no complete pair with both items scored")]
+        return [
+            Metric(
+                name="pairwise_accuracy", value=None, n=0, reason="no complete pair with both items scored"
+            )
+        ]
     acc = float(np.mean(wins))
     out = [
         Metric(name="pairwise_accuracy", value=acc, n=len(wins), stderr=_rate_stderr(acc, len(wins))),
         Metric(name="pairwise_ties", value=float(ties), n=len(wins), higher_is_better=False),
     ]
     if short_wins:
-        out.append(Metric(name="length_baseline_pairwise_accuracy", value=float(np.mean(short_wins)),
-                          n=len(short_wins), reason="share of pairs where the preferred text is the shorter"))
+        out.append(
+            Metric(
+                name="length_baseline_pairwise_accuracy",
+                value=float(np.mean(short_wins)),
+                n=len(short_wins),
+                reason="share of pairs where the preferred text is the shorter",
+            )
+        )
     return out
 
 
@@ -252,8 +294,15 @@ def _typed_metrics(entries: list[tuple[Mapping[str, Any], Any]], unknown: int) -
     if errors:
         m = _mean_metric("mae_level", errors, "")
         out.append(m.model_copy(update={"higher_is_better": False}))
-    out.append(Metric(name="gold_unknown", value=float(unknown), n=unknown, higher_is_better=False,
-                      reason="items whose gold answer is 'unknown' are left out of accuracy"))
+    out.append(
+        Metric(
+            name="gold_unknown",
+            value=float(unknown),
+            n=unknown,
+            higher_is_better=False,
+            reason="items whose gold answer is 'unknown' are left out of accuracy",
+        )
+    )
     return out
 
 
@@ -279,9 +328,23 @@ def summarize(
     for row in rows:
         gold = Gold.model_validate(row["gold"]) if row.get("gold") else Gold()
         for name, res in row.get("results", {}).items():
-            a = acc.setdefault(name, {"n": 0, "skipped": 0, "errors": 0, "scores": [], "passed": [],
-                                      "cls": [], "pairs": [], "chunk_pred": [], "chunk_gold": [],
-                                      "typed": [], "unknown": 0, "lengths": []})
+            a = acc.setdefault(
+                name,
+                {
+                    "n": 0,
+                    "skipped": 0,
+                    "errors": 0,
+                    "scores": [],
+                    "passed": [],
+                    "cls": [],
+                    "pairs": [],
+                    "chunk_pred": [],
+                    "chunk_gold": [],
+                    "typed": [],
+                    "unknown": 0,
+                    "lengths": [],
+                },
+            )
             length = _judged_length(name, row.get("x_lengths") or {})
             status = res.get("status")
             if status == "skipped":
@@ -323,7 +386,9 @@ def summarize(
             _mean_metric("pass_rate", [float(p) for p in a["passed"]], "no item had a pass verdict"),
         ]
         if a["passed"]:
-            metrics[1] = metrics[1].model_copy(update={"stderr": _rate_stderr(metrics[1].value or 0.0, len(a["passed"]))})
+            metrics[1] = metrics[1].model_copy(
+                update={"stderr": _rate_stderr(metrics[1].value or 0.0, len(a["passed"]))}
+            )
         if a["cls"]:
             metrics += _classification(name, a["cls"], positive)
             if (baseline := _length_baseline_auroc(a["lengths"])) is not None:
@@ -334,5 +399,7 @@ def summarize(
             metrics += _chunk_metrics(a["chunk_pred"], a["chunk_gold"])
         if a["typed"] or a["unknown"]:
             metrics += _typed_metrics(a["typed"], a["unknown"])
-        out[name] = EvaluatorSummary(name=name, n=a["n"], skipped=a["skipped"], errors=a["errors"], metrics=metrics)
+        out[name] = EvaluatorSummary(
+            name=name, n=a["n"], skipped=a["skipped"], errors=a["errors"], metrics=metrics
+        )
     return out

@@ -65,9 +65,7 @@ def to_item(raw: Mapping[str, Any] | Item, *, index: int = 0) -> Item:
         ) from None
 
 
-def selection_for(
-    registry: Registry, evaluators: str | Sequence[str], item: Item
-) -> list[Selected]:
+def selection_for(registry: Registry, evaluators: str | Sequence[str], item: Item) -> list[Selected]:
     """The evaluators to run on ``item``: the named ones, or with ``"auto"`` the item's own.
 
     Raises:
@@ -105,8 +103,10 @@ def iter_evaluate(
     API's single-item form is the strict one). A fixed selection is checked before any item runs.
     """
     registry = registry or default_registry()
-    fixed = None if (isinstance(evaluators, str) and evaluators == AUTO) or list(evaluators) == [AUTO] else (
-        registry.select([evaluators] if isinstance(evaluators, str) else evaluators)
+    fixed = (
+        None
+        if (isinstance(evaluators, str) and evaluators == AUTO) or list(evaluators) == [AUTO]
+        else (registry.select([evaluators] if isinstance(evaluators, str) else evaluators))
     )
     pending: list[Item] = []
 
@@ -148,13 +148,21 @@ def evaluate(
     """
     pairs = list(
         iter_evaluate(
-            judge, items, evaluators, model=model, thresholds=thresholds, batch_size=batch_size, registry=registry
+            judge,
+            items,
+            evaluators,
+            model=model,
+            thresholds=thresholds,
+            batch_size=batch_size,
+            registry=registry,
         )
     )
     rows = []
     usage = EvaluateUsage()
     for item, res in pairs:
-        gold = gold_of({**(item.model_extra or {}), **item.model_dump(include={"gold", "labels", "context_labels"})})
+        gold = gold_of(
+            {**(item.model_extra or {}), **item.model_dump(include={"gold", "labels", "context_labels"})}
+        )
         rows.append({"results": res.model_dump(mode="json")["results"], "gold": gold.model_dump(mode="json")})
         usage = EvaluateUsage(
             input_tokens=usage.input_tokens + res.usage.input_tokens,
@@ -163,5 +171,8 @@ def evaluate(
         )
     name = getattr(judge, "model_name", model)
     return EvaluationRun(
-        model=str(name), results=[r for _, r in pairs], summary=summarize(rows, positive=positive), usage=usage
+        model=str(name),
+        results=[r for _, r in pairs],
+        summary=summarize(rows, positive=positive),
+        usage=usage,
     )

@@ -3,7 +3,8 @@
 ::
 
     logitjudge evaluate DATA.jsonl --evaluators RAG --out results.jsonl [--report report.html]
-    logitjudge evaluate ../shared/data/vitaminc/dev.jsonl --out vc.jsonl --limit 20    # auto: each row's own evaluator
+    # auto: each row's own evaluator (the labelled data sets name theirs)
+    logitjudge evaluate ../shared/data/vitaminc/dev.jsonl --out vc.jsonl --limit 20
 
 - Rows: our field names (``input``, ``output``, ``expected``, ``context``) or RAGAS names
   (``question``, ``answer``, ``contexts``, ``ground_truth``); JSONL, CSV, or Parquet (pandas).
@@ -74,25 +75,41 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``evaluate`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
         "evaluate",
-        help="run evaluators over a dataset (JSONL/CSV/Parquet), resumably; summary table, JSON and HTML report",
+        help="run evaluators over a dataset (JSONL/CSV/Parquet), resumably; summary table, JSON, HTML",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("data", help="dataset file: .jsonl, .csv or .parquet")
-    p.add_argument("--evaluators", default=AUTO,
-                   help="comma-separated evaluators and suites (RAG, Correctness, Everything), or auto (default): "
-                        "each row's own `evaluator` field")
+    p.add_argument(
+        "--evaluators",
+        default=AUTO,
+        help="comma-separated evaluators and suites (RAG, Correctness, Everything), or auto (default): "
+        "each row's own `evaluator` field",
+    )
     p.add_argument("--out", required=True, help="results JSONL (appended; re-running resumes)")
     p.add_argument("--summary", default=None, help="summary JSON path (default: <out>.summary.json)")
     p.add_argument("--report", default=None, help="write a self-contained HTML report here")
     p.add_argument("--limit", type=int, default=None, help="use only the first N rows of the file")
     p.add_argument("--batch-size", type=int, default=4, help="items per engine call (default 4)")
-    p.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE",
-                   help="override an evaluator's pass threshold (repeatable)")
-    p.add_argument("--positive", choices=("passed", "failed"), default="passed",
-                   help="positive class for precision/recall against gold labels")
+    p.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override an evaluator's pass threshold (repeatable)",
+    )
+    p.add_argument(
+        "--positive",
+        choices=("passed", "failed"),
+        default="passed",
+        help="positive class for precision/recall against gold labels",
+    )
     p.add_argument("--request-model", default=DEFAULT_MODEL, help="the `model` name sent in each request")
-    p.add_argument("--judge-factory", default=None, metavar="MODULE:CALLABLE",
-                   help="build the judge with this callable instead of loading --model (custom engines, tests)")
+    p.add_argument(
+        "--judge-factory",
+        default=None,
+        metavar="MODULE:CALLABLE",
+        help="build the judge with this callable instead of loading --model (custom engines, tests)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_model_args(p)
     p.set_defaults(func=run_evaluate)
@@ -146,8 +163,15 @@ def _text_len(value: Any) -> int | None:
 def _progress(total: int, initial: int, disable: bool) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, unit="item", dynamic_ncols=True, disable=disable,
-                desc="evaluate", file=sys.stderr)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="item",
+        dynamic_ncols=True,
+        disable=disable,
+        desc="evaluate",
+        file=sys.stderr,
+    )
 
 
 def print_table(summary: dict[str, EvaluatorSummary]) -> None:
@@ -155,7 +179,11 @@ def print_table(summary: dict[str, EvaluatorSummary]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    shown = [(key, title) for key, title in TABLE_COLUMNS if any(s.value(key) is not None for s in summary.values())]
+    shown = [
+        (key, title)
+        for key, title in TABLE_COLUMNS
+        if any(s.value(key) is not None for s in summary.values())
+    ]
     table = Table(title="logitjudge evaluate: summary")
     for col in ("evaluator", "n", "skipped", "errors", *(t for _, t in shown)):
         table.add_column(col, justify="left" if col == "evaluator" else "right")
@@ -165,7 +193,11 @@ def print_table(summary: dict[str, EvaluatorSummary]) -> None:
         table.add_row(*cells)
     Console(file=sys.stdout, width=200).print(table)
     for name, s in summary.items():
-        extra = [m for m in s.metrics if m.name.startswith(("accuracy_", "mae_", "gold_unknown")) and m.value is not None]
+        extra = [
+            m
+            for m in s.metrics
+            if m.name.startswith(("accuracy_", "mae_", "gold_unknown")) and m.value is not None
+        ]
         if name == "typed_question" and extra:
             print("typed_question: " + ", ".join(f"{m.name}={m.value:.3f} (n={m.n})" for m in extra))
 
@@ -184,7 +216,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     seen: set[str] = set()
     dupes = [i for i in ids if i in seen or seen.add(i)]  # type: ignore[func-returns-value]
     if dupes:
-        return _fail(f"{args.data}: duplicate ids (resuming needs unique ids): {', '.join(sorted(set(dupes))[:5])}")
+        return _fail(
+            f"{args.data}: duplicate ids (resuming needs unique ids): {', '.join(sorted(set(dupes))[:5])}"
+        )
     out = Path(args.out)
     summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
     try:
@@ -193,20 +227,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     done_before = len([i for i in ids if i in writer.done])
     if writer.dropped_partial:
-        print(f"logitjudge evaluate: dropped a partial last line ({writer.dropped_partial} bytes) of {out}",
-              file=sys.stderr)
+        print(
+            f"logitjudge evaluate: dropped a partial last line ({writer.dropped_partial} bytes) of {out}",
+            file=sys.stderr,
+        )
 
     # Plan every remaining row first: a row that cannot be planned becomes an error row.
     pending: list[tuple[str, dict[str, Any], ItemPlan]] = []
     invalid = 0
-    for rid, raw in zip(ids, rows):
+    for rid, raw in zip(ids, rows, strict=True):
         if rid in writer.done:
             continue
         try:
             item = to_item({**raw, "id": rid})
             plan = plan_item(item, fixed or selection_for(registry, AUTO, item), strict=False)
         except RequestError as exc:
-            writer.write({"id": rid, "results": {}, "passed": None, "error": f"{type(exc).__name__}: {exc.message}"})
+            writer.write(
+                {"id": rid, "results": {}, "passed": None, "error": f"{type(exc).__name__}: {exc.message}"}
+            )
             invalid += 1
             continue
         pending.append((rid, raw, plan))
@@ -221,9 +259,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
             return _fail(f"cannot load the model: {exc.message}", 1)
         bar = _progress(len(rows), len(rows) - len(pending), args.no_progress)
         try:
-            results = run_plans(judge, (p for _, _, p in pending), model=args.request_model,
-                                thresholds=thresholds, batch_size=args.batch_size, registry=registry)
-            for (rid, raw, _), res in zip(pending, results):
+            results = run_plans(
+                judge,
+                (p for _, _, p in pending),
+                model=args.request_model,
+                thresholds=thresholds,
+                batch_size=args.batch_size,
+                registry=registry,
+            )
+            for (rid, raw, _), res in zip(pending, results, strict=True):
                 record = res.model_dump(mode="json", exclude_none=True)
                 record["id"] = rid
                 if isinstance(raw.get("evaluator"), str):
@@ -231,7 +275,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 gold = gold_of(raw)
                 if not gold.is_empty():
                     record["gold"] = gold.model_dump(mode="json")
-                record["x_lengths"] = {k: n for k in ("output", "context") if (n := _text_len(res_field(raw, k))) is not None}
+                record["x_lengths"] = {
+                    k: n for k in ("output", "context") if (n := _text_len(res_field(raw, k))) is not None
+                }
                 writer.write(record)
                 bar.update(1)
         except LogitJudgeError as exc:  # e.g. an unknown --request-model: nothing can run
@@ -247,7 +293,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     summary = summarize(all_rows, positive=args.positive)
     print_table(summary)
     record = {
-        "command": " ".join(["logitjudge", "evaluate", *sys.argv[2:]]) if sys.argv[1:2] == ["evaluate"] else " ".join(sys.argv),
+        "command": " ".join(["logitjudge", "evaluate", *sys.argv[2:]])
+        if sys.argv[1:2] == ["evaluate"]
+        else " ".join(sys.argv),
         "data": str(args.data),
         "out": str(out),
         "config": {
@@ -270,13 +318,20 @@ def run_evaluate(args: argparse.Namespace) -> int:
         },
         "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
     }
-    summary_path.write_text(json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    summary_path.write_text(
+        json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+    )
     print(f"results: {out} ({len(all_rows)} rows)   summary: {summary_path}")
     if args.report:
         from logitjudge.rubrics.report import build_report
 
-        meta = {"data": args.data, "results": out, "evaluators": ",".join(names), "model": args.model or "default",
-                "rows": len(all_rows)}
+        meta = {
+            "data": args.data,
+            "results": out,
+            "evaluators": ",".join(names),
+            "model": args.model or "default",
+            "rows": len(all_rows),
+        }
         Path(args.report).write_text(
             build_report(summary, all_rows, title=f"logitjudge evaluate: {Path(args.data).name}", meta=meta),
             encoding="utf-8",

@@ -54,7 +54,9 @@ def _read_table(path: Path, kind: str) -> Iterator[dict[str, Any]]:
         import pandas as pd
     except ImportError:
         if kind == "parquet":
-            raise DataError(f"{path}: reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)") from None
+            raise DataError(
+                f"{path}: reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)"
+            ) from None
         with path.open("r", encoding="utf-8", newline="") as fh:
             for row in csv.DictReader(fh):
                 yield {k: (v if v != "" else None) for k, v in row.items()}
@@ -121,8 +123,10 @@ class ResultsWriter:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
-                if data[good + len(line):].strip():
-                    raise DataError(f"{self.path}: a line in the middle is not JSON; not resuming over it") from None
+                if data[good + len(line) :].strip():
+                    raise DataError(
+                        f"{self.path}: a line in the middle is not JSON; not resuming over it"
+                    ) from None
                 break
             if isinstance(row, dict) and "id" in row:
                 self.done.add(str(row["id"]))

@@ -167,7 +167,9 @@ class EvaluatorDef(_Strict):
         if self.scoring == "chunk_support":
             names = {o.name for o in self.options or ()}
             if not {"supports", "contradicts"} <= names:
-                raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
+                raise ValueError(
+                    f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'"
+                )
         if self.per_chunk and "context" not in self.required:
             raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
         if self.question_type == "typed":
@@ -188,7 +190,7 @@ class EvaluatorDef(_Strict):
                     )
                 if index is not None and (field != "context" or index != "i" or not self.per_chunk):
                     raise ValueError(
-                        f"{self.name}: `{field}[{index}]` is allowed only as `context[i]` in a per-chunk evaluator"
+                        f"{self.name}: `{field}[{index}]`: only `context[i]`, in a per-chunk evaluator"
                     )
         if self.per_chunk and "`context[i]`" not in (self.template or ""):
             raise ValueError(f"{self.name}: a per-chunk template must mention `context[i]`")

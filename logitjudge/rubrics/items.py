@@ -20,7 +20,7 @@ when both are given). A ``question`` that is an object is a typed question, neve
 from __future__ import annotations
 
 import json
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
@@ -30,7 +30,7 @@ from logitjudge.server import schemas
 
 __all__ = ["Item", "normalize_row", "is_present", "parse_typed_question"]
 
-Text = Union[str, dict[str, Any], list[Any]]
+Text = str | dict[str, Any] | list[Any]
 
 _RAGAS_NAMES: dict[str, tuple[str, ...]] = {
     "input": ("user_input", "question"),

@@ -4,7 +4,7 @@
 
     reg = default_registry()
     reg.get("chunk_relevance")                 # EvaluatorDef
-    reg.select(["RAG", "conciseness"])         # [Selected(def, explicit=False), ..., Selected(conciseness, True)]
+    reg.select(["RAG", "conciseness"])   # [Selected(chunk_relevance, explicit=False), ..., conciseness]
     reg.get("chunk_relevence")                 # UnknownEvaluatorError: ... did you mean 'chunk_relevance'?
 
 Evaluator names match exactly; suite names also match in any case (``rag``), as spec B.5
@@ -34,7 +34,9 @@ class UnknownEvaluatorError(InvalidRequestError):
     ``field`` is ``("evaluators", i)`` when the name came from position i of a request's list.
     """
 
-    def __init__(self, message: str, *, name: str, suggestions: Sequence[str], field: Sequence[str | int] = ()):
+    def __init__(
+        self, message: str, *, name: str, suggestions: Sequence[str], field: Sequence[str | int] = ()
+    ):
         super().__init__(message, field=field)
         self.name = name
         self.suggestions = tuple(suggestions)

@@ -66,14 +66,21 @@ def _reliability(name: str, scores: Sequence[float], truth: Sequence[bool]) -> s
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#222;max-width:72rem}
-table{border-collapse:collapse;margin:.5rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}section{margin-bottom:2rem}
-img{margin-right:1rem;vertical-align:top}.meta{color:#555;font-size:.9rem}code{background:#f5f5f5;padding:0 .2rem}
+table{border-collapse:collapse;margin:.5rem 0 1rem}
+td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
+th{background:#f3f3f3}
+td:first-child,th:first-child{text-align:left}section{margin-bottom:2rem}
+img{margin-right:1rem;vertical-align:top}
+.meta{color:#555;font-size:.9rem}code{background:#f5f5f5;padding:0 .2rem}
 """
 
 
 def build_report(
-    summary: Mapping[str, EvaluatorSummary], rows: Sequence[Mapping[str, Any]], *, title: str, meta: Mapping[str, Any]
+    summary: Mapping[str, EvaluatorSummary],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
+    meta: Mapping[str, Any],
 ) -> str:
     """The HTML text of the report for result ``rows`` and their ``summary``."""
     import matplotlib
@@ -83,13 +90,18 @@ def build_report(
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1><p class='meta'>",
-        "<br>".join(f"<b>{html.escape(str(k))}</b>: <code>{html.escape(str(v))}</code>" for k, v in meta.items()),
+        "<br>".join(
+            f"<b>{html.escape(str(k))}</b>: <code>{html.escape(str(v))}</code>" for k, v in meta.items()
+        ),
         "</p>",
     ]
     for name, s in summary.items():
-        scores = [float(r["results"][name]["score"]) for r in rows
-                  if r.get("results", {}).get(name, {}).get("status") == "ok"
-                  and r["results"][name].get("score") is not None]
+        scores = [
+            float(r["results"][name]["score"])
+            for r in rows
+            if r.get("results", {}).get(name, {}).get("status") == "ok"
+            and r["results"][name].get("score") is not None
+        ]
         pairs = []
         for r in rows:
             res = r.get("results", {}).get(name)

@@ -6,13 +6,13 @@ All numbers are finite; a value that cannot be determined is ``null`` and ``reas
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["ChunkDetail", "EvaluatorResult", "ItemResult", "EvaluateUsage", "Metric", "EvaluatorSummary"]
 
-Text = Union[str, dict[str, Any], list[Any]]
+Text = str | dict[str, Any] | list[Any]
 
 
 class _Out(BaseModel):
@@ -61,7 +61,7 @@ class EvaluatorResult(_Out):
     reason: str | None = None
     x_soft_score: float | None = Field(
         default=None,
-        description="chunk_relevance only: the mean p(relevant), a tie-free ranking value beside the hard precision.",
+        description="chunk_relevance: mean p(relevant), a tie-free ranking value beside the hard precision.",
     )
 
 

@@ -24,7 +24,16 @@ from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.results import EvaluateUsage, EvaluatorResult, ItemResult
 from logitjudge.rubrics.scoring import errored, score_answers, skipped
 
-__all__ = ["ItemPlan", "MissingFieldError", "plan_item", "finish_plan", "check_thresholds", "run_plans", "run_items", "DEFAULT_MODEL"]
+__all__ = [
+    "ItemPlan",
+    "MissingFieldError",
+    "plan_item",
+    "finish_plan",
+    "check_thresholds",
+    "run_plans",
+    "run_items",
+    "DEFAULT_MODEL",
+]
 
 DEFAULT_MODEL = "jev-latest"
 
@@ -112,7 +121,9 @@ def check_thresholds(registry: Registry, thresholds: Mapping[str, float] | None)
     return out
 
 
-def finish_plan(plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]) -> ItemResult:
+def finish_plan(
+    plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]
+) -> ItemResult:
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
     if isinstance(response, LogitJudgeError):
@@ -121,7 +132,9 @@ def finish_plan(plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | 
     elif response is not None:
         u = response.get("usage", {})
         usage = EvaluateUsage(
-            input_tokens=int(u.get("input_tokens", 0)), output_tokens=int(u.get("output_tokens", 0)), requests=1
+            input_tokens=int(u.get("input_tokens", 0)),
+            output_tokens=int(u.get("output_tokens", 0)),
+            requests=1,
         )
         answers = response["answers"]
         for sel, ids in plan.owners:
@@ -180,7 +193,7 @@ def run_plans(
                 responses = [exc]
         elif with_questions:
             responses = list(judge.ask_many([p.body(model) for p in with_questions]))
-        by_plan = dict(zip(map(id, with_questions), responses))
+        by_plan = dict(zip(map(id, with_questions), responses, strict=True))
         for p in batch:
             yield finish_plan(p, by_plan.get(id(p)), checked)
         batch.clear()
@@ -207,5 +220,11 @@ def run_items(
     """Plan and run ``items`` lazily (see :func:`plan_item` and :func:`run_plans`)."""
     plans = (plan_item(item, selection, strict=strict) for item in items)
     yield from run_plans(
-        judge, plans, model=model, thresholds=thresholds, strict=strict, batch_size=batch_size, registry=registry
+        judge,
+        plans,
+        model=model,
+        thresholds=thresholds,
+        strict=strict,
+        batch_size=batch_size,
+        registry=registry,
     )

@@ -126,7 +126,12 @@ def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answer], thresho
         p = _noul_p(answer)
         details.append(
             ChunkDetail(
-                index=i, label=percent_label(p), score=p, probability=p, confidence=decisiveness(p), passed=p >= 0.5
+                index=i,
+                label=percent_label(p),
+                score=p,
+                probability=p,
+                confidence=decisiveness(p),
+                passed=p >= 0.5,
             )
         )
     n = len(details)
@@ -221,6 +226,8 @@ _SCORERS = {
 }
 
 
-def score_answers(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float | None = None) -> EvaluatorResult:
+def score_answers(
+    defn: EvaluatorDef, answers: Sequence[Answer], threshold: float | None = None
+) -> EvaluatorResult:
     """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's."""
     return _SCORERS[defn.scoring](defn, answers, defn.threshold if threshold is None else threshold)

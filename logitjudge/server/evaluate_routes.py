@@ -37,7 +37,14 @@ from logitjudge.rubrics.definitions import ITEM_FIELDS
 from logitjudge.rubrics.items import Item
 from logitjudge.rubrics.registry import UnknownEvaluatorError, default_registry
 from logitjudge.rubrics.results import EvaluateUsage, ItemResult
-from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, MissingFieldError, check_thresholds, finish_plan, plan_item
+from logitjudge.rubrics.runner import (
+    DEFAULT_MODEL,
+    ItemPlan,
+    MissingFieldError,
+    check_thresholds,
+    finish_plan,
+    plan_item,
+)
 
 __all__ = ["router", "include_evaluate_routes", "EvaluateRequest", "MAX_ITEMS"]
 
@@ -58,13 +65,17 @@ class EvaluateRequest(Item):
     thresholds: dict[str, Threshold] | None = None
     items: Annotated[list[Item], Field(min_length=1, max_length=MAX_ITEMS)] | None = None
     positive: Literal["passed", "failed"] = "passed"
-    concurrency: int | None = Field(default=None, description="accepted for compatibility; the scheduler batches")
+    concurrency: int | None = Field(
+        default=None, description="accepted for compatibility; the scheduler batches"
+    )
 
 
 router = APIRouter(tags=["Evaluators"])
 
 
-def _with_detail(exc: InvalidRequestError, type_: str, ctx: dict[str, Any] | None = None) -> InvalidRequestError:
+def _with_detail(
+    exc: InvalidRequestError, type_: str, ctx: dict[str, Any] | None = None
+) -> InvalidRequestError:
     """Attach a ``detail[]`` entry of the given pydantic-style ``type`` to a request error."""
     entry: dict[str, Any] = {"loc": list(exc.field), "msg": exc.message, "type": type_}
     if ctx:
@@ -158,8 +169,11 @@ async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONRespons
 
     results = list(await asyncio.gather(*(one(p) for p in plans)))
     rows = [
-        {"results": r.model_dump(mode="json")["results"], "gold": gold_of(item.model_dump()).model_dump(mode="json")}
-        for item, r in zip(body.items or [], results)
+        {
+            "results": r.model_dump(mode="json")["results"],
+            "gold": gold_of(item.model_dump()).model_dump(mode="json"),
+        }
+        for item, r in zip(body.items or [], results, strict=True)
     ]
     summary = summarize(rows, positive=body.positive)
     return JSONResponse(

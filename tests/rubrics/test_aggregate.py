@@ -20,14 +20,24 @@ def test_counts_mean_and_pass_rate():
         _row("faithfulness", 0.9, True),
         _row("faithfulness", 0.2, False),
         _row("faithfulness", 0.7, True),
-        {"results": {"faithfulness": {"name": "faithfulness", "version": "1", "status": "skipped", "reason": "x"}}},
-        {"results": {"faithfulness": {"name": "faithfulness", "version": "1", "status": "error", "reason": "y"}}},
+        {
+            "results": {
+                "faithfulness": {"name": "faithfulness", "version": "1", "status": "skipped", "reason": "x"}
+            }
+        },
+        {
+            "results": {
+                "faithfulness": {"name": "faithfulness", "version": "1", "status": "error", "reason": "y"}
+            }
+        },
     ]
     s = summarize(rows)["faithfulness"]
     assert (s.n, s.skipped, s.errors) == (3, 1, 1)
     assert s.value("mean_score") == pytest.approx(0.6)
     assert s.value("pass_rate") == pytest.approx(2 / 3)
-    assert s.metric("mean_score").stderr == pytest.approx(math.sqrt(((0.3**2) + (0.4**2) + (0.1**2)) / 2) / math.sqrt(3))
+    assert s.metric("mean_score").stderr == pytest.approx(
+        math.sqrt(((0.3**2) + (0.4**2) + (0.1**2)) / 2) / math.sqrt(3)
+    )
     assert s.metric("precision") is None  # no gold labels: no P/R/F1 records at all
 
 
@@ -82,9 +92,18 @@ def test_pairwise_accuracy_with_ties_and_the_soft_score():
 def test_length_baselines():
     rows = [
         {**_row("faithfulness", 0.6, True, Gold(passed={"faithfulness": True})), "x_lengths": {"output": 10}},
-        {**_row("faithfulness", 0.4, False, Gold(passed={"faithfulness": False})), "x_lengths": {"output": 50}},
-        {**_row("answer_relevancy", 0.6, None, Gold(pair={"answer_relevancy": ("p", True)})), "x_lengths": {"output": 80}},
-        {**_row("answer_relevancy", 0.4, None, Gold(pair={"answer_relevancy": ("p", False)})), "x_lengths": {"output": 20}},
+        {
+            **_row("faithfulness", 0.4, False, Gold(passed={"faithfulness": False})),
+            "x_lengths": {"output": 50},
+        },
+        {
+            **_row("answer_relevancy", 0.6, None, Gold(pair={"answer_relevancy": ("p", True)})),
+            "x_lengths": {"output": 80},
+        },
+        {
+            **_row("answer_relevancy", 0.4, None, Gold(pair={"answer_relevancy": ("p", False)})),
+            "x_lengths": {"output": 20},
+        },
     ]
     s = summarize(rows)
     assert s["faithfulness"].value("length_baseline_auroc") == 1.0  # the shorter one is the faithful one
@@ -92,10 +111,14 @@ def test_length_baselines():
 
 
 def test_chunk_support_chunk_level_metrics():
-    details = [{"index": i, "label": lab, "score": 0, "confidence": 0, "passed": lab != "contradicts"}
-               for i, lab in enumerate(["supports", "unrelated", "contradicts", "supports"])]
-    gold = Gold(chunks={"chunk_support": ["supports", "contradicts", "contradicts", "unrelated"]},
-                passed={"chunk_support": False})
+    details = [
+        {"index": i, "label": lab, "score": 0, "confidence": 0, "passed": lab != "contradicts"}
+        for i, lab in enumerate(["supports", "unrelated", "contradicts", "supports"])
+    ]
+    gold = Gold(
+        chunks={"chunk_support": ["supports", "contradicts", "contradicts", "unrelated"]},
+        passed={"chunk_support": False},
+    )
     s = summarize([_row("chunk_support", 0.25, False, gold, details=details)])["chunk_support"]
     assert s.value("chunk_accuracy") == 0.5
     # per label F1: supports 2/3 (P 1/2, R 1), contradicts 2/3 (P 1, R 1/2), unrelated 0
@@ -105,30 +128,56 @@ def test_chunk_support_chunk_level_metrics():
 
 def test_typed_question_accuracy_and_unknown():
     def typed(answer, gold):
-        return {"results": {"typed_question": {"name": "typed_question", "version": "1", "status": "ok",
-                                                "score": None, "passed": None, "answer": answer}},
-                "gold": gold.model_dump(mode="json")}
+        return {
+            "results": {
+                "typed_question": {
+                    "name": "typed_question",
+                    "version": "1",
+                    "status": "ok",
+                    "score": None,
+                    "passed": None,
+                    "answer": answer,
+                }
+            },
+            "gold": gold.model_dump(mode="json"),
+        }
 
     rows = [
         typed({"type": "noul", "noul": 0.8}, Gold(answer=True)),
         typed({"type": "noul", "noul": 0.8}, Gold(answer=False)),
-        typed({"type": "choice", "choice": "billing", "probabilities": {"billing": 0.6, "sales": 0.4}}, Gold(answer="billing")),
-        typed({"type": "score", "score": 1.2, "probabilities": {"0": 0.1, "1": 0.6, "2": 0.3}}, Gold(answer=2)),
+        typed(
+            {"type": "choice", "choice": "billing", "probabilities": {"billing": 0.6, "sales": 0.4}},
+            Gold(answer="billing"),
+        ),
+        typed(
+            {"type": "score", "score": 1.2, "probabilities": {"0": 0.1, "1": 0.6, "2": 0.3}}, Gold(answer=2)
+        ),
         typed({"type": "noul", "noul": 0.1}, Gold(unknown=True)),
     ]
     s = summarize(rows)["typed_question"]
     assert s.value("accuracy") == pytest.approx(2 / 4)
-    assert s.value("accuracy_noul") == 0.5 and s.value("accuracy_choice") == 1.0 and s.value("accuracy_score") == 0.0
+    assert (
+        s.value("accuracy_noul") == 0.5
+        and s.value("accuracy_choice") == 1.0
+        and s.value("accuracy_score") == 0.0
+    )
     assert s.value("mae_level") == pytest.approx(0.8)
     assert s.value("gold_unknown") == 1
 
 
 def test_gold_of_reads_the_data_sets_gold_fields():
-    assert gold_of({"evaluator": "faithfulness", "gold": {"faithful": False, "hallucinated": True}}).passed == {
-        "faithfulness": False}
-    assert gold_of({"evaluator": "answer_correctness", "gold": {"correct": True}}).passed == {"answer_correctness": True}
-    assert gold_of({"evaluator": "context_recall", "gold": {"recall": 0.0}}).passed == {"context_recall": False}
-    cs = gold_of({"evaluator": "chunk_support", "gold": {"per_chunk": ["contradicts"], "label": "contradicts"}})
+    assert gold_of(
+        {"evaluator": "faithfulness", "gold": {"faithful": False, "hallucinated": True}}
+    ).passed == {"faithfulness": False}
+    assert gold_of({"evaluator": "answer_correctness", "gold": {"correct": True}}).passed == {
+        "answer_correctness": True
+    }
+    assert gold_of({"evaluator": "context_recall", "gold": {"recall": 0.0}}).passed == {
+        "context_recall": False
+    }
+    cs = gold_of(
+        {"evaluator": "chunk_support", "gold": {"per_chunk": ["contradicts"], "label": "contradicts"}}
+    )
     assert cs.chunks == {"chunk_support": ["contradicts"]} and cs.passed == {"chunk_support": False}
     pair = gold_of({"evaluator": "chunk_relevance", "gold": {"preferred_in_pair": True, "pair": "w:0:cr"}})
     assert pair.pair == {"chunk_relevance": ("w:0:cr", True)}
@@ -141,4 +190,6 @@ def test_gold_of_reads_the_data_sets_gold_fields():
 
 
 def test_ece():
-    assert expected_calibration_error([0.95, 0.95, 0.05, 0.05], [True, True, False, False]) == pytest.approx(0.05)
+    assert expected_calibration_error([0.95, 0.95, 0.05, 0.05], [True, True, False, False]) == pytest.approx(
+        0.05
+    )

@@ -11,15 +11,31 @@ from logitjudge.rubrics.definitions import Catalogue, EvaluatorDef, template_ref
 from logitjudge.rubrics.registry import Registry, UnknownEvaluatorError, default_registry
 
 ISSUE_EVALUATORS = [
-    "chunk_relevance", "chunk_support", "answer_relevancy", "context_entity_recall", "faithfulness",
-    "answer_correctness", "context_recall", "context_relevancy", "conciseness", "possible", "task_completion",
+    "chunk_relevance",
+    "chunk_support",
+    "answer_relevancy",
+    "context_entity_recall",
+    "faithfulness",
+    "answer_correctness",
+    "context_recall",
+    "context_relevancy",
+    "conciseness",
+    "possible",
+    "task_completion",
 ]
 
 
 def _noul(**over):
     base = {
-        "name": "x", "version": "1", "summary": "s", "source": "ours", "required": ["output"],
-        "question_type": "noul", "template": "Is `output` polite?", "scoring": "probability", "threshold": 0.5,
+        "name": "x",
+        "version": "1",
+        "summary": "s",
+        "source": "ours",
+        "required": ["output"],
+        "question_type": "noul",
+        "template": "Is `output` polite?",
+        "scoring": "probability",
+        "threshold": 0.5,
     }
     return {**base, **over}
 
@@ -85,7 +101,11 @@ def test_score_levels_bounds():
 
 
 def test_suite_naming_an_unknown_evaluator_is_refused():
-    cat = {"format": 1, "evaluators": [_noul()], "suites": [{"name": "S", "summary": "", "members": ["x", "y"]}]}
+    cat = {
+        "format": 1,
+        "evaluators": [_noul()],
+        "suites": [{"name": "S", "summary": "", "members": ["x", "y"]}],
+    }
     with pytest.raises(ValidationError, match="unknown evaluators: y"):
         Catalogue.model_validate(cat)
 
@@ -117,7 +137,13 @@ def test_suite_expansion_order_dedup_and_explicit_flag():
     names = [s.name for s in sel]
     assert names[:4] == ["answer_correctness", "answer_relevancy", "task_completion", "conciseness"]
     assert names.count("answer_relevancy") == 1
-    assert names[4:] == ["chunk_relevance", "chunk_support", "faithfulness", "context_recall",
-                         "context_relevancy", "context_entity_recall"]
+    assert names[4:] == [
+        "chunk_relevance",
+        "chunk_support",
+        "faithfulness",
+        "context_recall",
+        "context_relevancy",
+        "context_entity_recall",
+    ]
     explicit = {s.name for s in sel if s.explicit}
     assert explicit == {"answer_relevancy"}

@@ -32,8 +32,12 @@ def test_chunk_relevance_page_example_over_http(client):
         "evaluators": ["chunk_relevance"],
         "input": "How is Jev priced, and are output tokens billed?",
         "output": "…",
-        "context": ["Price: $42 per billion input tokens. Output tokens are free.", "Rate limits: 1,200 rpm.",
-                    "Founded in 2024.", "Output billed at $8/M on the legacy v0 endpoint, deprecated."],
+        "context": [
+            "Price: $42 per billion input tokens. Output tokens are free.",
+            "Rate limits: 1,200 rpm.",
+            "Founded in 2024.",
+            "Output billed at $8/M on the legacy v0 endpoint, deprecated.",
+        ],
     }
     r = client.post(URL, json=body)
     assert r.status_code == 200, r.text
@@ -62,7 +66,11 @@ def test_explicit_evaluator_missing_field_is_422_naming_the_field(client):
     r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "a"})
     assert r.status_code == 422
     assert r.json()["detail"] == [
-        {"loc": ["body", "context"], "msg": "Field required: evaluator 'faithfulness' needs `context`", "type": "missing"}
+        {
+            "loc": ["body", "context"],
+            "msg": "Field required: evaluator 'faithfulness' needs `context`",
+            "type": "missing",
+        }
     ]
 
 
@@ -87,7 +95,13 @@ def test_batch_form_with_summary_and_per_item_missing_field(client):
         "evaluators": ["faithfulness", "RAG"],
         "items": [
             {"id": "a", "input": "q", "output": "o", "context": ["c"], "labels": {"faithfulness": False}},
-            {"id": "b", "input": "q", "output": "o", "context": ["c", "d"], "labels": {"faithfulness": False}},
+            {
+                "id": "b",
+                "input": "q",
+                "output": "o",
+                "context": ["c", "d"],
+                "labels": {"faithfulness": False},
+            },
         ],
     }
     r = client.post(URL, json=body)
@@ -109,7 +123,9 @@ def test_batch_form_with_summary_and_per_item_missing_field(client):
 
 
 def test_items_and_flat_fields_together_is_422(client):
-    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "o", "items": [{"output": "o", "context": "c"}]})
+    r = client.post(
+        URL, json={"evaluators": ["faithfulness"], "output": "o", "items": [{"output": "o", "context": "c"}]}
+    )
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "items"]
 
 
@@ -119,7 +135,12 @@ def test_evaluators_missing_or_empty_is_422(client):
 
 
 def test_threshold_override_and_bad_thresholds(client):
-    body = {"evaluators": ["faithfulness"], "output": "o", "context": ["x", "y"], "thresholds": {"faithfulness": 0.1}}
+    body = {
+        "evaluators": ["faithfulness"],
+        "output": "o",
+        "context": ["x", "y"],
+        "thresholds": {"faithfulness": 0.1},
+    }
     r = client.post(URL, json=body)
     assert r.json()["results"]["faithfulness"]["passed"] is True
     assert r.json()["results"]["faithfulness"]["threshold"] == 0.1
@@ -131,17 +152,31 @@ def test_threshold_override_and_bad_thresholds(client):
 
 
 def test_unknown_model_is_400(client):
-    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "o", "context": "c", "model": "gpt-4"})
+    r = client.post(
+        URL, json={"evaluators": ["faithfulness"], "output": "o", "context": "c", "model": "gpt-4"}
+    )
     assert r.status_code == 400
     assert r.json()["detail"]["error_type"] == "api_usage_error"
 
 
 def test_typed_question_over_http_and_invalid_question_loc(client):
-    ok = client.post(URL, json={"evaluators": ["typed_question"], "input": "ticket",
-                                "question": {"type": "choice", "criteria": {"a": None, "b": "bee"}}})
+    ok = client.post(
+        URL,
+        json={
+            "evaluators": ["typed_question"],
+            "input": "ticket",
+            "question": {"type": "choice", "criteria": {"a": None, "b": "bee"}},
+        },
+    )
     assert ok.status_code == 200 and ok.json()["results"]["typed_question"]["label"] == "a"
-    bad = client.post(URL, json={"evaluators": ["typed_question"], "input": "ticket",
-                                 "question": {"type": "score", "criteria": {"0": "low"}}})
+    bad = client.post(
+        URL,
+        json={
+            "evaluators": ["typed_question"],
+            "input": "ticket",
+            "question": {"type": "score", "criteria": {"0": "low"}},
+        },
+    )
     assert bad.status_code == 422
     assert bad.json()["detail"][0]["loc"][:3] == ["body", "question", "score"]
 
@@ -155,7 +190,10 @@ def test_the_server_module_imports_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys; import logitjudge.server.evaluate_routes, logitjudge.rubrics.api, logitjudge.rubrics.cli; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; import logitjudge.server.evaluate_routes, logitjudge.rubrics.api, "
+        "logitjudge.rubrics.cli; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

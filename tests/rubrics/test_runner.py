@@ -34,7 +34,10 @@ def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(
     # 3 chunks x 2 per-chunk evaluators + 9 single-question evaluators
     assert len(req.questions) == 3 + 3 + 9
     assert req.state == {
-        "input": ITEM["input"], "output": ITEM["output"], "expected": ITEM["expected"], "context": ITEM["context"]
+        "input": ITEM["input"],
+        "output": ITEM["output"],
+        "expected": ITEM["expected"],
+        "context": ITEM["context"],
     }
     assert all(r.status == "ok" for r in run.results[0].results.values())
     assert run.usage.requests == 1
@@ -43,8 +46,12 @@ def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(
 def test_question_ids_are_namespaced_and_never_reach_the_engine(scripted):
     plan = plan_item(Item.model_validate(ITEM), default_registry().select(["RAG"]), strict=True)
     assert list(plan.questions)[:6] == [
-        "chunk_relevance.0", "chunk_relevance.1", "chunk_relevance.2",
-        "chunk_support.0", "chunk_support.1", "chunk_support.2",
+        "chunk_relevance.0",
+        "chunk_relevance.1",
+        "chunk_relevance.2",
+        "chunk_support.0",
+        "chunk_support.1",
+        "chunk_support.2",
     ]
     assert "faithfulness" in plan.questions
     judge = scripted(lambda s, q: [1.0] * len(q.options))
@@ -67,8 +74,14 @@ def test_suite_members_missing_fields_are_skipped_with_a_reason(scripted):
     run = evaluate(judge, [{"input": "q", "output": "a"}], ["RAG"])
     res = run.results[0].results
     assert res["answer_relevancy"].status == "ok"
-    for name in ("chunk_relevance", "chunk_support", "faithfulness", "context_recall", "context_relevancy",
-                 "context_entity_recall"):
+    for name in (
+        "chunk_relevance",
+        "chunk_support",
+        "faithfulness",
+        "context_recall",
+        "context_relevancy",
+        "context_entity_recall",
+    ):
         assert res[name].status == "skipped"
         assert res[name].score is None and res[name].passed is None
         assert "`context`" in res[name].reason
@@ -120,8 +133,12 @@ def test_engine_error_for_one_item_marks_its_evaluators_error_and_spares_the_oth
         return out
 
     engine.run_batch = run_batch
-    run = evaluate(judge, [{"output": "a", "context": ["boom"]}, {"output": "b", "context": ["fine"]}],
-                   ["faithfulness"], batch_size=8)
+    run = evaluate(
+        judge,
+        [{"output": "a", "context": ["boom"]}, {"output": "b", "context": ["fine"]}],
+        ["faithfulness"],
+        batch_size=8,
+    )
     bad, good = (r.results["faithfulness"] for r in run.results)
     assert bad.status == "error" and "ContextOverflowError" in bad.reason
     assert good.status == "ok"
@@ -150,9 +167,17 @@ def test_ragas_names_are_mapped():
     assert "question" not in row  # RAGAS text, not a typed question
     typed = normalize_row({"input": "x", "question": {"type": "noul"}})
     assert typed["question"] == {"type": "noul"}
-    assert normalize_row({"user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f"}) == {
-        "user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f",
-        "input": "u", "output": "r", "context": ["c"], "expected": "f",
+    assert normalize_row(
+        {"user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f"}
+    ) == {
+        "user_input": "u",
+        "response": "r",
+        "retrieved_contexts": ["c"],
+        "reference": "f",
+        "input": "u",
+        "output": "r",
+        "context": ["c"],
+        "expected": "f",
     }
 
 

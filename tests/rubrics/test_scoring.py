@@ -101,7 +101,9 @@ def test_chunk_support_page_example(scripted):
     assert r.confidence == pytest.approx((0.7 + 0.55 + 0.4) / 3)
     assert [d.score for d in r.details] == [1.0, 0.5, 0.0]
     assert [d.passed for d in r.details] == [True, True, False]
-    assert r.details[2].probabilities == pytest.approx({"supports": 0.3, "contradicts": 0.6, "unrelated": 0.1})
+    assert r.details[2].probabilities == pytest.approx(
+        {"supports": 0.3, "contradicts": 0.6, "unrelated": 0.1}
+    )
 
 
 def test_chunk_support_score_clips_at_zero_and_passes_without_contradiction(scripted):
@@ -109,8 +111,11 @@ def test_chunk_support_score_clips_at_zero_and_passes_without_contradiction(scri
     labels = {0: [0.1, 0.8, 0.1], 1: [0.1, 0.8, 0.1], 2: [0.8, 0.1, 0.1], 3: [0.1, 0.1, 0.8]}
     r = _one(scripted(lambda s, q: labels[int(q.instructions.split("[")[1][0])]), item, "chunk_support")
     assert r.score == 0.0 and r.passed is False  # (1 - 2)/4 < 0 -> 0
-    r2 = _one(scripted(lambda s, q: [0.1, 0.1, 0.8] if "[0]" in q.instructions else [0.6, 0.2, 0.2]),
-              item, "chunk_support")
+    r2 = _one(
+        scripted(lambda s, q: [0.1, 0.1, 0.8] if "[0]" in q.instructions else [0.6, 0.2, 0.2]),
+        item,
+        "chunk_support",
+    )
     assert r2.score == 0.75 and r2.passed is True  # (3 - 0)/4
 
 
@@ -118,7 +123,8 @@ def test_answer_relevancy_page_example(scripted):
     """Page: levels 0/6/66/28% -> "2.2 / 3", confidence 66%, fails at the 75% threshold."""
     item = {
         "input": "What is the minimum Node version for the SDK?",
-        "output": "Node 20 or newer. As background, the SDK ships ESM and CommonJS builds, includes TypeScript "
+        "output": "Node 20 or newer. As background, the SDK ships ESM and CommonJS builds, "
+        "includes TypeScript "
         "declarations, and many teams also use pnpm.",
     }
     r = _one(scripted(lambda s, q: [0.0, 0.06, 0.66, 0.28]), item, "answer_relevancy")
@@ -148,8 +154,15 @@ def test_context_entity_recall_page_example(scripted):
 # -- every evaluator: question shape and arithmetic -----------------------------------------------
 
 NOUL_EVALUATORS = ["faithfulness", "possible"]
-RUBRIC_EVALUATORS = ["answer_relevancy", "context_entity_recall", "answer_correctness", "context_recall",
-                     "context_relevancy", "conciseness", "task_completion"]
+RUBRIC_EVALUATORS = [
+    "answer_relevancy",
+    "context_entity_recall",
+    "answer_correctness",
+    "context_recall",
+    "context_relevancy",
+    "conciseness",
+    "task_completion",
+]
 
 
 @pytest.mark.parametrize("name", NOUL_EVALUATORS)
@@ -214,10 +227,20 @@ def test_every_evaluator_runs_on_a_full_item_with_finite_numbers(scripted):
 def test_typed_question_noul_choice_score(scripted):
     items = [
         {"id": "n", "input": "ticket", "question": {"key": "k", "type": "noul", "instructions": "Angry?"}},
-        {"id": "c", "input": "ticket", "question": {"type": "choice", "instructions": "Queue?",
-                                                    "criteria": {"billing": "money", "sales": None}}},
-        {"id": "s", "input": "ticket", "question": {"type": "score", "instructions": "Priority?",
-                                                    "criteria": ["low", "mid", "high"]}},
+        {
+            "id": "c",
+            "input": "ticket",
+            "question": {
+                "type": "choice",
+                "instructions": "Queue?",
+                "criteria": {"billing": "money", "sales": None},
+            },
+        },
+        {
+            "id": "s",
+            "input": "ticket",
+            "question": {"type": "score", "instructions": "Priority?", "criteria": ["low", "mid", "high"]},
+        },
     ]
     probs = {"noul": [0.3, 0.7], "choice": [0.25, 0.75], "score": [0.0, 0.95, 0.05]}
     run = evaluate(scripted(lambda s, q: probs[q.type]), items, "auto")
@@ -226,11 +249,15 @@ def test_typed_question_noul_choice_score(scripted):
     assert n.answer == {"type": "noul", "noul": pytest.approx(0.3), "x_option_mass": 1.0}
     assert c.score is None and c.label == "sales" and c.confidence == pytest.approx(0.5)
     assert "no 0..1 score" in c.reason
-    assert s.score == pytest.approx(1.05 / 2) and s.label == "1.0 / 2" and s.confidence == pytest.approx(0.925)
+    assert (
+        s.score == pytest.approx(1.05 / 2) and s.label == "1.0 / 2" and s.confidence == pytest.approx(0.925)
+    )
 
 
 def test_invalid_typed_question_is_an_error_result_in_datasets(scripted):
-    run = evaluate(scripted(lambda s, q: [1, 1]), [{"input": "x", "question": {"type": "boolean"}}], ["typed_question"])
+    run = evaluate(
+        scripted(lambda s, q: [1, 1]), [{"input": "x", "question": {"type": "boolean"}}], ["typed_question"]
+    )
     r = run.results[0].results["typed_question"]
     assert r.status == "error" and "question" in r.reason
 
