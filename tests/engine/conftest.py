@@ -69,3 +69,9 @@ def tiny_mamba(tokenizer) -> Engine:
 @pytest.fixture(scope="session")
 def default_engine(default_judge) -> Engine:
     return default_judge.engine
+
+
+@pytest.fixture(scope="session")
+def make_tiny(tokenizer):
+    """Build a tiny engine with options: ``make_tiny("llama", max_single_token_labels=8)``."""
+    return lambda kind, **kw: tiny_engine(kind, tokenizer, **kw)
