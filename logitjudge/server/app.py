@@ -288,5 +288,6 @@ def create_app(
     # Added innermost first: the last one added sees the request first.
     app.add_middleware(BodyMiddleware, max_body_bytes=config.max_body_bytes)
     app.add_middleware(BearerAuthMiddleware, keys=config.api_keys)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    known_paths = [path for route in app.routes if isinstance(path := getattr(route, "path", None), str)]
+    app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known_paths)
     return app

@@ -31,11 +31,17 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class MetricsMiddleware:
-    """Counts requests by route template, method and status, and observes their latency."""
+    """Counts requests by route template, method and status, and observes their latency.
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+    The route label is the matched route's template; a request answered before routing (a 401
+    from auth, a 413 from the body cap) is labelled with its path when that is one of
+    ``known_paths``, else ``"unmatched"`` (so unknown paths cannot blow up the label set).
+    """
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics, known_paths: Iterable[str] = ()) -> None:
         self.app = app
         self.metrics = metrics
+        self.known_paths = frozenset(known_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -54,7 +60,9 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_and_record)
         finally:
             route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
+            template = getattr(route, "path", None) or (
+                scope["path"] if scope["path"] in self.known_paths else "unmatched"
+            )
             self.metrics.observe_request(template, scope["method"], status, time.perf_counter() - started)
 
 

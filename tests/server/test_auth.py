@@ -69,6 +69,14 @@ def test_auth_on_leaves_probes_metrics_and_docs_open(secured: TestClient) -> Non
     assert secured.get("/healthz").json()["auth"] is True
 
 
+def test_refusals_are_counted_under_their_route(secured: TestClient) -> None:
+    secured.post("/v1/systemone", json=BODY)
+    secured.post("/v1/elsewhere", json=BODY)
+    text = secured.get("/metrics").text
+    assert 'logitjudge_http_requests_total{method="POST",route="/v1/systemone",status="401"} 1.0' in text
+    assert 'logitjudge_http_requests_total{method="POST",route="unmatched",status="401"} 1.0' in text
+
+
 def test_auth_is_checked_before_the_body_is_read(scripted_judge: Judge) -> None:
     with TestClient(create_app(scripted_judge, api_keys=KEYS, max_body_bytes=2048)) as c:
         _auth_error(c.post("/v1/systemone", json={**BODY, "state": "x" * 10_000}))
