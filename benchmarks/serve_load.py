@@ -82,13 +82,13 @@ def start_server(args: argparse.Namespace, max_batch_requests: int) -> tuple[sub
         "warning",
         "--max-batch-requests",
         str(max_batch_requests),
-        "--max-batch-tokens",
-        str(args.max_batch_tokens),
         "--max-queue",
         "1024",
     ]
     if args.model:
         cmd += ["--model", args.model]
+    if args.max_batch_tokens:
+        cmd += ["--max-batch-tokens", str(args.max_batch_tokens)]
     proc = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -167,7 +167,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="model directory or id (default: the embedded model)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per (mode, clients)")
-    parser.add_argument("--max-batch-tokens", type=int, default=16_384)
+    parser.add_argument("--max-batch-tokens", type=int, default=None, help="default: the server's")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--out", default="benchmarks/results/serve_load.json")
     args = parser.parse_args()

@@ -8,7 +8,7 @@ request answered in a batch equals the same request answered alone.
 
 ::
 
-    scheduler = Scheduler(judge.run_batch, max_queue=256, max_batch_tokens=16_384)
+    scheduler = Scheduler(judge.run_batch, max_queue=256, max_batch_tokens=4096)
     result = await scheduler.submit(engine_request)   # EngineResult, or raises LogitJudgeError
     await scheduler.close()                           # drain: finish what was accepted, then stop
 
@@ -54,9 +54,11 @@ logger = logging.getLogger("logitjudge.scheduler")
 RunBatch = Callable[[Sequence[EngineRequest]], Sequence["EngineResult | LogitJudgeError"]]
 CountTokens = Callable[[EngineRequest], int]
 
-# Per-question overhead of the prompt template (instructions header, label list, answer cue), in
-# characters. Only used by the estimate below.
-_QUESTION_OVERHEAD_CHARS = 64
+# Prompt-template overhead in characters (system text and chat markup per request; instructions
+# header, label list and answer cue per question). Fitted on the default model's template
+# (lj-prompt-1): a 3-question support ticket is 185 real tokens, estimated 184.
+_REQUEST_OVERHEAD_CHARS = 96
+_QUESTION_OVERHEAD_CHARS = 112
 _OPTION_OVERHEAD_CHARS = 8
 
 
@@ -74,7 +76,7 @@ def estimate_tokens(request: EngineRequest) -> int:
     Used only to form batches under a budget; usage and the 413 limits come from the engine's real
     tokenizer count. About right for English text under BPE tokenizers (~4 chars per token).
     """
-    chars = _text_chars(request.state)
+    chars = _REQUEST_OVERHEAD_CHARS + _text_chars(request.state)
     for q in request.questions:
         chars += _QUESTION_OVERHEAD_CHARS + _text_chars(q.instructions)
         for opt in q.options:

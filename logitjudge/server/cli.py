@@ -47,8 +47,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-batch-tokens",
         type=int,
-        default=16_384,
-        help="estimated-token budget of one engine call across requests (default 16384)",
+        default=None,
+        help="estimated-token budget of one engine call across requests (default: 2048 on CPU, 16384 on GPU)",
     )
     p.add_argument(
         "--max-batch-requests",
@@ -72,6 +72,7 @@ def run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
     keys = tuple(dict.fromkeys([*args.api_key, *api_keys_from_env()]))  # de-duplicated, order kept
     judge = Judge.load(args.model, device=args.device, dtype=args.dtype)
     app = create_app(

@@ -219,3 +219,39 @@ def test_jevcompat_conformant_with_every_should(served: str, tmp_path: Path) -> 
 def test_jevcompat_conformant_with_every_should_with_an_api_key(served_with_key: str, tmp_path: Path) -> None:
     summary = _jevcompat(served_with_key, tmp_path / "jevcompat-key.json", key=KEY)
     assert summary["SHOULD"]["passed"] == 15
+
+
+def test_serve_cli_takes_keys_from_flags_and_environment_and_stops_cleanly(tmp_path: Path) -> None:
+    import signal
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LOGITJUDGE_API_KEYS": "env-key-1, env-key-2"}
+    cmd = [sys.executable, "-m", "logitjudge.cli", "serve", "--port", str(port), "--api-key", "flag-key"]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait(lambda: _healthy(url) or proc.poll() is not None, "the server is up", limit=600)
+            assert proc.poll() is None, log.read_text()
+            assert httpx.get(f"{url}/v1/models").status_code == 401
+            for key in ("flag-key", "env-key-1", "env-key-2"):
+                r = httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {key}"})
+                assert r.status_code == 200, key
+        finally:
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=120)
+    assert code == 0
+    text = log.read_text()
+    assert all(k not in text for k in ("flag-key", "env-key-1", "env-key-2"))  # keys are never logged
+    assert "3 key(s)" in text
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
