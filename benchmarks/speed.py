@@ -1,0 +1,159 @@
+"""Speed: one packed pass vs naive (one full forward per question) vs each strategy.
+
+    python benchmarks/speed.py [--model PATH] [--states 300,2000] [--questions 4,16,64] [--repeats 3]
+
+For each state length S and question count N, on the same request, times (median of
+``--repeats`` runs, after one warm-up):
+- ``naive``: one full causal forward per question over state + question (nothing shared);
+- ``packed``, ``prefix_packed``, ``prefix_rows``: the engine's strategies (answers included:
+  readout and softmax are inside the timing);
+- ``plain``: one ordinary causal forward over as many tokens as the packed row (no block mask,
+  no readout): the limit a packed pass can reach.
+Prints a table and writes ``benchmarks/results/speed-<device>.json`` and ``.md``. The targets
+(issue 2): at S=2000, N=16, packed's speed-up over naive >= 0.85x the ratio of their token
+counts, and packed within 1.15x of plain. Ratios are measured side by side in one run, because
+this machine is shared and noisy; absolute times are only for reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from logitjudge.engine.core import Engine
+from logitjudge.engine.types import EngineRequest, Option, Question
+
+RESULTS = Path(__file__).parent / "results"
+SOURCE_TEXT = Path(__file__).parents[2] / "shared" / "data" / "qags" / "dev.jsonl"
+
+
+def state_of(engine: Engine, n_tokens: int) -> str:
+    """A real text (QAGS news articles, read-only from shared/data) cut to about n_tokens tokens."""
+    texts = []
+    if SOURCE_TEXT.exists():
+        for line in SOURCE_TEXT.read_text().splitlines():
+            row = json.loads(line)
+            texts += row.get("context") or []
+    text = "\n".join(texts) or ("The committee met on Tuesday to review the budget. " * 400)
+    ids = engine.prompt.tokenizer(text, add_special_tokens=False)["input_ids"][:n_tokens]
+    return engine.prompt.tokenizer.decode(ids)
+
+
+def questions(n: int) -> tuple[Question, ...]:
+    kinds = []
+    for i in range(n):
+        if i % 3 == 0:
+            kinds.append(Question("noul", f"Does the text mention event number {i} or anything like it?",
+                                  (Option("true"), Option("false"))))
+        elif i % 3 == 1:
+            kinds.append(Question("choice", f"Which topic fits paragraph {i} best?",
+                                  tuple(Option(n) for n in ["politics", "sport", "business", "science"])))
+        else:
+            kinds.append(Question("score", f"How clearly is claim {i} supported?",
+                                  tuple(Option(str(k), t) for k, t in enumerate(["not", "partly", "mostly", "fully"]))))
+    return tuple(kinds)
+
+
+def timed_round_robin(fns: dict, repeats: dict) -> dict:
+    """Median seconds per function, runs interleaved (a, b, c, a, b, c, ...) so that noise from
+    other processes on this shared machine falls on every contender alike."""
+    times: dict = {k: [] for k in fns}
+    for r in range(max(repeats.values())):
+        for k, fn in fns.items():
+            if r < repeats[k]:
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--states", default="300,2000")
+    ap.add_argument("--questions", default="4,16,64")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--naive-once-above", type=int, default=30_000,
+                    help="time the naive way once (not --repeats times) above this many tokens")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (default: torch's choice); 1 is steadiest on a shared machine")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, self_check=False,
+                         max_batch_tokens=1 << 20)
+    engine.run_plans([engine.plan(EngineRequest(state_of(engine, 64), questions(2)))])  # warm-up
+    rows = []
+    for s in [int(x) for x in args.states.split(",")]:
+        state = state_of(engine, s)
+        for n in [int(x) for x in args.questions.split(",")]:
+            plan = engine.plan(EngineRequest(state, questions(n)))
+            packed_tokens = plan.n_tokens
+            naive_tokens = n * len(plan.prefix) + (packed_tokens - len(plan.prefix))
+            row = {"state_tokens": len(plan.prefix), "questions": n, "packed_tokens": packed_tokens,
+                   "naive_tokens": naive_tokens}
+            ids = torch.randint(100, 1000, (1, packed_tokens))
+
+            def plain() -> None:
+                with torch.inference_mode():
+                    engine.runner.decoder(input_ids=ids.to(engine.lm.device))
+
+            fns = {st: (lambda st=st: engine.run_plans([plan], st))
+                   for st in ("packed", "prefix_packed", "prefix_rows", "separate")}
+            fns["plain"] = plain
+            repeats = {k: args.repeats for k in fns}
+            if naive_tokens > args.naive_once_above:  # minutes per run on 2 CPU cores: once
+                repeats["separate"] = 1
+            row["repeats"] = repeats
+            row.update({k + "_s": v for k, v in timed_round_robin(fns, repeats).items()})
+            row["token_ratio"] = naive_tokens / packed_tokens
+            row["speedup_vs_naive"] = row["separate_s"] / row["packed_s"]
+            row["speedup_over_token_ratio"] = row["speedup_vs_naive"] / row["token_ratio"]
+            row["packed_over_plain"] = row["packed_s"] / row["plain_s"]
+            rows.append(row)
+            print(fmt_row(row), flush=True)
+    device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
+    record = {
+        "command": "python benchmarks/speed.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v is not None),
+        "engine": engine.describe(),
+        "environment": {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+                        "threads": torch.get_num_threads(),
+                        "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor()},
+        "rows": rows,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    out = Path(args.out) if args.out else RESULTS / f"speed-{device}.json"
+    out.write_text(json.dumps(record, indent=2))
+    table = markdown(rows)
+    out.with_suffix(".md").write_text(table + "\n")
+    print("\n" + table)
+
+
+HEADER = ("| state | N | packed tok | naive tok | token ratio | naive s | packed s | prefix_packed s | prefix_rows s "
+          "| plain s | speed-up | speed-up / token ratio | packed / plain |")
+
+
+def fmt_row(r: dict) -> str:
+    return (f"| {r['state_tokens']} | {r['questions']} | {r['packed_tokens']} | {r['naive_tokens']} | "
+            f"{r['token_ratio']:.2f} | {r['separate_s']:.3f} | {r['packed_s']:.3f} | {r['prefix_packed_s']:.3f} | "
+            f"{r['prefix_rows_s']:.3f} | {r['plain_s']:.3f} | {r['speedup_vs_naive']:.2f}x | "
+            f"{r['speedup_over_token_ratio']:.2f} | {r['packed_over_plain']:.2f} |")
+
+
+def markdown(rows: list[dict]) -> str:
+    sep = "|" + "|".join("---" for _ in range(HEADER.count("|") - 1)) + "|"
+    return "\n".join([HEADER, sep, *(fmt_row(r) for r in rows)])
+
+
+if __name__ == "__main__":
+    main()
