@@ -33,6 +33,8 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/logitjudge ask examples/support_ticket.json --pretty
 	$(PY) examples/compare_gold.py examples/support_ticket.json examples/support_ticket.gold.json
+	rm -f out/rag_sample.results.jsonl
+	$(VENV)/bin/logitjudge evaluate examples/rag_sample.jsonl --evaluators RAG --out out/rag_sample.results.jsonl --report out/rag_sample.html
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -240,6 +240,16 @@ class Judge:
             raise result
         return result
 
+    def evaluate(self, items: Any, evaluators: Any = ("Everything",), **kwargs: Any) -> Any:
+        """Run evaluators or suites over request items (``input``, ``output``, ``expected``,
+        ``context``): one engine call per item, all its evaluators' questions over one state.
+
+        See :func:`logitjudge.rubrics.api.evaluate`; returns its ``EvaluationRun``.
+        """
+        from logitjudge.rubrics.api import evaluate
+
+        return evaluate(self, items, evaluators, **kwargs)
+
     def describe(self) -> dict[str, Any]:
         """Model, device, dtype, strategy and limits, for ``/healthz`` and benchmark records."""
         return dict(self.engine.describe())
