@@ -8,7 +8,7 @@ For each mode the server runs as its own process (``python -m logitjudge.cli ser
 loopback port, on the default model unless ``--model`` says otherwise:
 
 - ``batched``: the scheduler groups concurrent requests into one engine call (up to 64 requests
-  under ``--max-batch-tokens``);
+  under ``--max-batch-tokens``, default 2048 estimated tokens: about 11 of these requests);
 - ``one-at-a-time``: ``--max-batch-requests 1``, every request is its own engine call.
 
 Against each, closed-loop clients (1, 8, 32 by default) each send a request, wait for the answer,
@@ -87,8 +87,7 @@ def start_server(args: argparse.Namespace, max_batch_requests: int) -> tuple[sub
     ]
     if args.model:
         cmd += ["--model", args.model]
-    if args.max_batch_tokens:
-        cmd += ["--max-batch-tokens", str(args.max_batch_tokens)]
+    cmd += ["--max-batch-tokens", str(args.max_batch_tokens)]
     proc = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -167,18 +166,20 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="model directory or id (default: the embedded model)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per (mode, clients)")
-    parser.add_argument("--max-batch-tokens", type=int, default=None, help="default: the server's")
+    parser.add_argument("--max-batch-tokens", type=int, default=2048, help="batch budget of the batched mode")
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     parser.add_argument("--out", default="benchmarks/results/serve_load.json")
     args = parser.parse_args()
 
+    load_before = os.getloadavg()
     table: list[dict[str, Any]] = []
     per_request: list[dict[str, Any]] = []
     described: dict[str, Any] = {}
     for mode in args.modes:
         proc, url = start_server(args, MODES[mode])
         try:
-            described = httpx.get(f"{url}/healthz", timeout=30).json()["engine"]
+            health = httpx.get(f"{url}/healthz", timeout=30).json()
+            described = health["engine"]
             httpx.post(
                 f"{url}/v1/systemone",
                 json={"model": "jev-latest", "state": STATES[0], "questions": QUESTIONS},
@@ -193,6 +194,7 @@ def main() -> int:
                 calls = after[1] - before[1]
                 row = {
                     "mode": mode,
+                    "batching": health["batching"],
                     "clients": clients,
                     "requests": len(ok),
                     "errors": len(rows) - len(ok),
@@ -243,6 +245,8 @@ def main() -> int:
             "cpu_count": os.cpu_count(),
             **{pkg: version(pkg) for pkg in ("torch", "transformers", "fastapi", "uvicorn", "httpx")},
             "engine": described,
+            # The machine may be shared: 1-minute load averages at the start and the end of the run.
+            "load_average_1m": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         },
         "metrics": table,
         "requests": per_request,

@@ -63,8 +63,7 @@ class ServerConfig:
     Attributes:
         api_keys: accepted API keys; empty = auth off (an ``Authorization`` header is ignored).
         max_queue: requests that may wait for the engine; more get 503 + ``Retry-After`` (>= 1).
-        max_batch_tokens: estimated-token budget of one engine call (>= 1); see
-            :func:`default_batch_tokens` for the default.
+        max_batch_tokens: estimated-token budget of one engine call (>= 1).
         max_batch_requests: most requests per engine call; 1 = one request at a time (>= 1).
         max_body_bytes: largest request body, after zstd decoding; larger gets 413 (>= 1 KiB).
         drain_timeout: seconds shutdown waits for accepted requests before refusing the rest.
@@ -72,7 +71,7 @@ class ServerConfig:
 
     api_keys: tuple[str, ...] = ()
     max_queue: int = 256
-    max_batch_tokens: int = 2048
+    max_batch_tokens: int = 16_384
     max_batch_requests: int = 64
     max_body_bytes: int = 16 * 1024 * 1024
     drain_timeout: float = 60.0
@@ -86,20 +85,24 @@ class ServerConfig:
             raise ValueError("API keys must be non-empty and contain no whitespace")
 
 
-CPU_BATCH_TOKENS = 2048
-"""Default batch budget on a CPU. The packed strategy puts a batch in one row whose attention is
-quadratic in its length; on 2 CPU cores with the default model, batches of ~1,500 tokens (8
-support tickets) ran 0.48 req/s against 0.37 req/s at ~3,000 tokens (16 tickets)."""
+CPU_BATCHING = (2048, 1)
+"""Default (max_batch_tokens, max_batch_requests) on a CPU: one request per engine call.
 
-ACCELERATOR_BATCH_TOKENS = 16_384
-"""Default batch budget on a GPU, where a forward pass is latency-bound well past this size."""
+Measured on 2 CPU cores with the default model (``benchmarks/results/serve_load.json``): a CPU
+forward pass is compute-bound already at one request (~185 tokens), and the packed strategy puts a
+batch in one row whose attention grows quadratically, so batching costs time per request (runner
+0.49 s/request alone, 0.62 s/request in batches of 8; 32 clients: 1.16 req/s one at a time vs
+0.54 req/s batched). Batching stays available with ``max_batch_requests``."""
+
+ACCELERATOR_BATCHING = (16_384, 64)
+"""Default (max_batch_tokens, max_batch_requests) on a GPU, where one request leaves the device
+mostly idle and a shared forward pass is nearly free up to thousands of tokens."""
 
 
-def default_batch_tokens(judge: Any) -> int:
-    """The batch budget for ``judge``'s device: :data:`CPU_BATCH_TOKENS` on a CPU, else
-    :data:`ACCELERATOR_BATCH_TOKENS`."""
+def default_batching(judge: Any) -> tuple[int, int]:
+    """(max_batch_tokens, max_batch_requests) for ``judge``'s device (see :data:`CPU_BATCHING`)."""
     device = str(_jsonable(judge.describe()).get("device", "cpu"))
-    return CPU_BATCH_TOKENS if device.startswith("cpu") or device == "none" else ACCELERATOR_BATCH_TOKENS
+    return CPU_BATCHING if device.startswith("cpu") else ACCELERATOR_BATCHING
 
 
 class ClientDisconnected(Exception):
@@ -161,7 +164,7 @@ def create_app(
     api_keys: Sequence[str] = (),
     max_queue: int = 256,
     max_batch_tokens: int | None = None,
-    max_batch_requests: int = 64,
+    max_batch_requests: int | None = None,
     max_body_bytes: int = 16 * 1024 * 1024,
     drain_timeout: float = 60.0,
     registry: CollectorRegistry | None = None,
@@ -170,17 +173,19 @@ def create_app(
 
     Args:
         judge: a :class:`~logitjudge.judge.Judge` (any engine, e.g. a scripted one in tests).
-        max_batch_tokens: ``None`` = :func:`default_batch_tokens` for the judge's device.
+        max_batch_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
+            device (batching on GPUs, one request per engine call on CPUs).
         registry: the Prometheus registry to fill (default: a new one per app).
 
     The app's state holds ``judge``, ``scheduler``, ``metrics`` and ``config``; other routers
     (the evaluator API) submit engine work through ``request.app.state.scheduler``.
     """
+    default_tokens, default_requests = default_batching(judge)
     config = ServerConfig(
         api_keys=tuple(api_keys),
         max_queue=max_queue,
-        max_batch_tokens=max_batch_tokens if max_batch_tokens is not None else default_batch_tokens(judge),
-        max_batch_requests=max_batch_requests,
+        max_batch_tokens=max_batch_tokens if max_batch_tokens is not None else default_tokens,
+        max_batch_requests=max_batch_requests if max_batch_requests is not None else default_requests,
         max_body_bytes=max_body_bytes,
         drain_timeout=drain_timeout,
     )

@@ -53,8 +53,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--max-batch-requests",
         type=int,
-        default=64,
-        help="most requests per engine call; 1 = no batching (default 64)",
+        default=None,
+        help="most requests per engine call; 1 = no batching (default: 1 on CPU, 64 on GPU)",
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run_serve)

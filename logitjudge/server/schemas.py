@@ -106,9 +106,7 @@ class ChoiceQuestion(_Lenient):
 
     type: Literal["choice"]
     instructions: Text | None = None
-    criteria: Annotated[
-        dict[WireStr, Text | None], Field(min_length=2, max_length=MAX_CHOICE_OPTIONS)
-    ]
+    criteria: Annotated[dict[WireStr, Text | None], Field(min_length=2, max_length=MAX_CHOICE_OPTIONS)]
 
 
 class ScoreQuestion(_Lenient):

@@ -128,7 +128,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 def test_a_request_answered_in_a_batch_equals_it_answered_alone(default_judge) -> None:
     held = HeldJudge(default_judge)
-    app = create_app(held, max_batch_tokens=1_000_000)
+    app = create_app(held, max_batch_tokens=1_000_000, max_batch_requests=64)
     others = [
         {**BODY, "state": "Hi, I love the product, thanks!"},
         {
@@ -255,3 +255,10 @@ def _healthy(url: str) -> bool:
         return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def test_batching_defaults_follow_the_device(default_judge) -> None:
+    from logitjudge.server.app import ACCELERATOR_BATCHING, CPU_BATCHING, default_batching
+
+    on_cpu = str(default_judge.describe()["device"]).startswith("cpu")
+    assert default_batching(default_judge) == (CPU_BATCHING if on_cpu else ACCELERATOR_BATCHING)
