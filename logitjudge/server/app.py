@@ -91,8 +91,8 @@ CPU_BATCHING = (2048, 1)
 Measured on 2 CPU cores with the default model (``benchmarks/results/serve_load.json``): a CPU
 forward pass is compute-bound already at one request (~185 tokens), and the packed strategy puts a
 batch in one row whose attention grows quadratically, so batching costs time per request (runner
-0.49 s/request alone, 0.62 s/request in batches of 8; 32 clients: 1.16 req/s one at a time vs
-0.54 req/s batched). Batching stays available with ``max_batch_requests``."""
+0.49 s/request alone, 0.62 s/request in batches of 8; 8 / 32 clients: 0.83 / 0.93 req/s one at
+a time vs 0.59 / 0.68 req/s batched). Batching stays available with ``max_batch_requests``."""
 
 ACCELERATOR_BATCHING = (16_384, 64)
 """Default (max_batch_tokens, max_batch_requests) on a GPU, where one request leaves the device
