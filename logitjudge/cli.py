@@ -28,13 +28,16 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
     p.add_argument("--strategy", default="auto", help="auto, packed, prefix_packed, prefix_rows, separate")
+    p.add_argument("--attn", default="auto", help="auto (flex on CUDA), eager, sdpa, flex_attention")
+    p.add_argument("--max-batch-tokens", type=int, default=None, help="most tokens in one packed forward row (default 8192)")
 
 
 def load_judge(args: argparse.Namespace) -> Any:
     """A :class:`~logitjudge.Judge` from the shared model flags."""
     from logitjudge.judge import Judge
 
-    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy)
+    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy,
+                      attn=getattr(args, "attn", "auto"), max_batch_tokens=getattr(args, "max_batch_tokens", None))
 
 
 def error_json(exc: LogitJudgeError) -> str:

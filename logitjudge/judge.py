@@ -116,6 +116,8 @@ class Judge:
         max_request_tokens: int | None = None,
         self_check: bool = True,
         default_rotations: int = 1,
+        attn: str = "auto",
+        max_batch_tokens: int | None = None,
     ) -> Judge:
         """Load a model and run the start-up parity self-check.
 
@@ -131,6 +133,9 @@ class Judge:
                 capped by the model's own context).
             max_request_tokens: budget for the state plus all questions (default 65,536).
             self_check: compare the strategy with separate passes at load; refuse on mismatch.
+            attn: ``"auto"`` (FlexAttention on CUDA where the model supports it, else the
+                model's own), ``"eager"``, ``"sdpa"``, ``"flex_attention"``.
+            max_batch_tokens: most tokens in one packed forward row (default 8,192).
 
         Raises:
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
@@ -146,6 +151,8 @@ class Judge:
             max_state_tokens=max_state_tokens,
             max_request_tokens=max_request_tokens,
             self_check=self_check,
+            attn=attn,
+            max_batch_tokens=max_batch_tokens,
         )
         return cls(engine, default_rotations=default_rotations)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, resolve_attn, set_attn
 from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
 from logitjudge.engine.pack import QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
@@ -55,9 +56,20 @@ SELF_CHECK_REQUEST = EngineRequest(
 )
 
 
+# Max |dp| between a strategy and separate passes, per weight dtype. fp32: rounding of a
+# different summation order only. Half precision: packed and separate passes round attention and
+# matmuls over different shapes (bf16 keeps 8 mantissa bits, eps 7.8e-3; fp16 11, eps 9.8e-4).
+# fp16 shares bf16's bound until GPU measurements justify a tighter one (benchmarks/gpu_check.py
+# reports the measured max |dp| per dtype).
+TOLERANCES = {torch.float32: 1e-4, torch.float16: 5e-2, torch.bfloat16: 5e-2}
+
+
 def tolerance_for(dtype: torch.dtype) -> float:
-    """Max |dp| allowed between a strategy and separate passes: 1e-4 in fp32, 5e-2 in half precision."""
-    return 1e-4 if dtype == torch.float32 else 5e-2
+    """Max |dp| allowed between a strategy and separate passes for weights in ``dtype``.
+
+    1e-4 in fp32, 5e-2 in fp16 and bf16; any other dtype gets the loosest.
+    """
+    return TOLERANCES.get(dtype, max(TOLERANCES.values()))
 
 
 class Engine:
@@ -72,6 +84,11 @@ class Engine:
         max_request_tokens: budget for one request's state plus all its questions.
         max_batch_tokens: the most tokens one packed forward row holds.
         max_single_token_labels: see :class:`PromptBuilder` (tests only).
+        attn: ``auto``, ``eager``, ``sdpa`` or ``flex_attention`` (see
+            :func:`logitjudge.engine.attention.resolve_attn`; ``auto`` = flex on CUDA where the
+            model supports it, else the model's own). Packed rows longer than
+            ``dense_mask_max_tokens`` never get a dense mask: flex block masks, or prefix_rows.
+        dense_mask_max_tokens: see :data:`logitjudge.engine.attention.DENSE_MASK_MAX_TOKENS`.
     """
 
     def __init__(
@@ -83,6 +100,8 @@ class Engine:
         max_request_tokens: int | None = None,
         max_batch_tokens: int = 8192,
         max_single_token_labels: int | None = None,
+        attn: str = "auto",
+        dense_mask_max_tokens: int = DENSE_MASK_MAX_TOKENS,
     ) -> None:
         self.lm = lm
         lm.model.eval()
@@ -106,8 +125,10 @@ class Engine:
         context = getattr(lm.model.config, "max_position_embeddings", None) or DEFAULT_STATE_BUDGET
         self.max_state_tokens = min(max_state_tokens or DEFAULT_STATE_BUDGET, int(context))
         self.max_request_tokens = max_request_tokens or DEFAULT_REQUEST_BUDGET
+        self.attn = resolve_attn(attn, lm.model, lm.device, mask_ignoring=self.mask_ignoring)
+        set_attn(lm.model, self.attn)
         self.runner = Runner(lm.model, lm.device, lm.dtype, max_batch_tokens=max_batch_tokens,
-                             stepwise=self.mask_ignoring)
+                             stepwise=self.mask_ignoring, dense_mask_max_tokens=dense_mask_max_tokens)
         self.readout = Readout(lm.model)
 
     @classmethod
@@ -118,20 +139,26 @@ class Engine:
         device: str = "auto",
         dtype: str = "auto",
         strategy: str = "auto",
+        attn: str = "auto",
         self_check: bool = True,
         **limits: Any,
     ) -> Engine:
         """Load a model (see :func:`logitjudge.engine.model.load_model`) and self-check it.
+
+        ``limits``: ``max_state_tokens``, ``max_request_tokens``, ``max_batch_tokens``,
+        ``dense_mask_max_tokens`` (``None`` = the default). The self-check runs on the device and
+        in the dtype that will serve, with :func:`tolerance_for` that dtype; with FlexAttention
+        it also compiles the kernel, so the first request does not.
 
         Raises:
             UnsupportedModelError: the model or tokenizer cannot be served.
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
         t0 = time.perf_counter()
-        engine = cls(load_model(model, device=device, dtype=dtype), strategy=strategy,
+        engine = cls(load_model(model, device=device, dtype=dtype), strategy=strategy, attn=attn,
                      **{k: v for k, v in limits.items() if v is not None})
-        logger.info("loaded %s on %s (%s) in %.1f s", engine.name, engine.lm.device, engine.lm.dtype,
-                    time.perf_counter() - t0)
+        logger.info("loaded %s on %s (%s, %s attention) in %.1f s", engine.name, engine.lm.device,
+                    engine.lm.dtype, engine.attn, time.perf_counter() - t0)
         if self_check:
             try:
                 engine.self_check()
@@ -151,6 +178,8 @@ class Engine:
             "device": str(self.lm.device),
             "dtype": str(self.lm.dtype).replace("torch.", ""),
             "strategy": self.strategy,
+            "attn": self.attn,
+            "dense_mask_max_tokens": self.runner.dense_mask_max_tokens,
             "prompt_version": PROMPT_VERSION,
             "fingerprint": self.lm.fingerprint,
             "max_state_tokens": self.max_state_tokens,

@@ -164,6 +164,18 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
 
 
+def placement(device: str, dev: torch.device, n_gpus: int) -> dict[str, Any]:
+    """Extra ``from_pretrained`` kwargs that place the model.
+
+    ``device_map="auto"`` (accelerate splits the layers over every GPU; inputs go to the input
+    embeddings' device) when ``device`` is ``"auto"`` on a machine with several GPUs; else none
+    (the model is then moved to ``dev`` whole).
+    """
+    if device == "auto" and dev.type == "cuda" and n_gpus > 1:
+        return {"device_map": "auto"}
+    return {}
+
+
 def layers_ignore_masks(config: Any) -> bool:
     """True for models some of whose layers ignore attention masks (recurrent, SSM, linear attention).
 
@@ -207,9 +219,8 @@ def load_model(spec: str | None, *, device: str = "auto", dtype: str = "auto") -
         path, name = Path(spec), Path(spec.rstrip("/")).name or spec
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
-    kwargs: dict[str, Any] = {"dtype": torch_dtype}
-    if device == "auto" and dev.type == "cuda" and torch.cuda.device_count() > 1:
-        kwargs["device_map"] = "auto"
+    n_gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
+    kwargs: dict[str, Any] = {"dtype": torch_dtype, **placement(device, dev, n_gpus)}
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)

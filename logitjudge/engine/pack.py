@@ -164,13 +164,22 @@ def allowed_matrix(row: PackedRow, *, window: int | None = None) -> torch.Tensor
     ``window``: a sliding-window layer's span in positions; j is then also within ``window``
     positions of i (``pos_i - pos_j < window``), as in a plain causal pass.
     """
-    seg = row.segment_ids
-    L = seg.numel()
-    idx = torch.arange(L)
-    same = seg[:, None] == seg[None, :]
-    allowed = row.ancestors[seg][:, seg] & (~same | (idx[None, :] <= idx[:, None]))
+    return allowed_rows(row, 0, row.segment_ids.numel(), window=window)
+
+
+def allowed_rows(row: PackedRow, start: int, stop: int, *, window: int | None = None) -> torch.Tensor:
+    """(stop - start, L) bool: rows ``start..stop-1`` of :func:`allowed_matrix`, built alone.
+
+    FlexAttention's block mask classifies its tiles a few rows at a time with this, so no
+    L x L tensor is ever made. Tensors are used on the device they are on.
+    """
+    seg = row.segment_ids  # (L,)
+    idx = torch.arange(seg.numel(), device=seg.device)  # (L,)
+    q_seg, q_idx = seg[start:stop], idx[start:stop]  # (Q,)
+    same = q_seg[:, None] == seg[None, :]  # (Q, L)
+    allowed = row.ancestors[q_seg][:, seg] & (~same | (idx[None, :] <= q_idx[:, None]))
     if window is not None:
-        allowed &= (row.position_ids[:, None] - row.position_ids[None, :]) < window
+        allowed &= (row.position_ids[start:stop, None] - row.position_ids[None, :]) < window
     return allowed
 
 

@@ -2,7 +2,10 @@
 
 Strategies behind one interface, ``run(plans) -> Reads``:
 
-``packed``         prefix + all branches of one or more requests in one row, with a block mask.
+``packed``         prefix + all branches of one or more requests in one row, with a block mask:
+                   a FlexAttention block mask when the model runs ``flex_attention``, else a
+                   dense additive mask for rows of at most ``DENSE_MASK_MAX_TOKENS`` tokens;
+                   a longer row falls back to ``prefix_rows`` (never a dense L x L mask).
 ``prefix_packed``  the prefix once into a KV cache, then all branches in one row after it,
                    block-masked among themselves.
 ``prefix_rows``    the prefix once into a KV cache, then one row per question from copies of the
@@ -12,6 +15,9 @@ Strategies behind one interface, ``run(plans) -> Reads``:
                    Used by the start-up self-check, the parity tests and the speed benchmark.
 
 Only hidden states at read positions leave this module; the LM head runs in ``readout`` on them.
+Every forward records the path it took in ``Reads.paths`` (``packed:dense``, ``packed:flex``,
+``packed>prefix_rows`` ...), and the runner counts the dense masks it builds and their largest
+side, so tests can assert which path ran at which length.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, flex_block_mask
 from logitjudge.engine.pack import (
     LabelTerm,
     RequestPlan,
@@ -45,11 +52,15 @@ class Reads:
         labels: every label of every question view; ``terms`` index rows of ``hidden``.
         tokens_run: tokens that went through the model (the sum over requests of ``n_tokens``,
             or more for ``separate``, which re-runs the prefix per question).
+        paths: one entry per forward group: ``packed:dense``, ``packed:flex``,
+            ``packed>prefix_rows`` (too long for a dense mask), ``prefix_packed:dense``,
+            ``prefix_packed>prefix_rows``, ``prefix_rows``, ``separate``.
     """
 
     hidden: torch.Tensor
     labels: list[LabelTerm]
     tokens_run: int
+    paths: list[str]
 
 
 def attention_windows(config: Any) -> dict[str, int | None] | int | None:
@@ -79,17 +90,25 @@ class Runner:
         dtype: the model's dtype (masks are built in it).
         max_batch_tokens: the most tokens one ``packed`` row holds (several requests share a row
             up to this; a larger request runs alone).
+        stepwise: advance rows after a cache one token at a time (recurrent/SSM layers).
+        dense_mask_max_tokens: the longest row (or key span) that gets a dense mask.
+
+    The attention implementation is the model's own (``config._attn_implementation``, set by the
+    engine): with ``flex_attention`` packed rows get FlexAttention block masks at every length.
     """
 
     def __init__(
         self, model: Any, device: torch.device, dtype: torch.dtype, *, max_batch_tokens: int = 8192,
-        stepwise: bool = False,
+        stepwise: bool = False, dense_mask_max_tokens: int = DENSE_MASK_MAX_TOKENS,
     ):
         self.model = model
         self.decoder = getattr(model, model.base_model_prefix)
         self.device = device
         self.dtype = dtype
         self.max_batch_tokens = max_batch_tokens
+        self.dense_mask_max_tokens = dense_mask_max_tokens
+        self.dense_masks_built = 0  # instrumentation: dense masks built so far ...
+        self.largest_dense_side = 0  # ... and the longest side of any of them
         self.windows = attention_windows(model.config)
         # Recurrent/SSM layers (e.g. transformers' Mamba) treat a multi-token input after a cache
         # as a fresh prefill; rows after the prefix then advance one token per step, as in decoding.
@@ -99,6 +118,11 @@ class Runner:
         params = inspect.signature(self.decoder.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
 
+    @property
+    def flex(self) -> bool:
+        """True when the model runs FlexAttention (packed rows then get block masks)."""
+        return getattr(self.model.config, "_attn_implementation", None) == "flex_attention"
+
     @staticmethod
     def uses_windows(config: Any) -> bool:
         """True when some attention layer of this model uses a sliding window."""
@@ -106,8 +130,16 @@ class Runner:
 
     # -- masks -------------------------------------------------------------------------------
 
-    def _mask(self, allowed_for: Any) -> Any:
-        """Build the attention mask(s); ``allowed_for(window)`` gives the (Lq, Lk) bool matrix."""
+    def _mask(self, allowed_for: Any, q_len: int, k_len: int) -> Any:
+        """Build the dense attention mask(s); ``allowed_for(window)`` gives the (Lq, Lk) bool matrix.
+
+        Raises:
+            RuntimeError: a side is over ``dense_mask_max_tokens`` (callers route such rows elsewhere).
+        """
+        if max(q_len, k_len) > self.dense_mask_max_tokens:
+            raise RuntimeError(f"refusing a dense {q_len} x {k_len} mask (limit {self.dense_mask_max_tokens})")
+        self.dense_masks_built += 1
+        self.largest_dense_side = max(self.largest_dense_side, q_len, k_len)
         if isinstance(self.windows, dict):
             return {t: additive_mask(allowed_for(w), self.dtype).to(self.device) for t, w in self.windows.items()}
         return additive_mask(allowed_for(self.windows), self.dtype).to(self.device)
@@ -136,30 +168,51 @@ class Runner:
             return self._separate(plans)
         raise ValueError(f"unknown strategy {strategy!r}; one of {STRATEGIES}")
 
+    def _flex_mask(self, row: Any) -> Any:
+        """FlexAttention block mask(s) for a packed row: one per layer type where windows differ."""
+        if isinstance(self.windows, dict):
+            return {t: flex_block_mask(row, w, self.device) for t, w in self.windows.items()}
+        return flex_block_mask(row, self.windows, self.device)
+
     def _packed(self, plans: list[RequestPlan]) -> Reads:
+        # A dense row stays under the dense-mask limit, so small requests still share rows.
+        budget = self.max_batch_tokens if self.flex else min(self.max_batch_tokens, self.dense_mask_max_tokens)
         groups: list[list[int]] = []
         size = 0
         for i, p in enumerate(plans):
-            if groups and size + p.n_tokens <= self.max_batch_tokens:
+            if groups and size + p.n_tokens <= budget:
                 groups[-1].append(i)
                 size += p.n_tokens
             else:
                 groups.append([i])
                 size = p.n_tokens
-        hidden, labels, run = [], [], 0
+        hidden, labels, run, paths = [], [], 0, []
         for group in groups:
             tree = Tree()
             for i in group:
                 add_request(tree, plans[i], i)
             row = lay_out(tree)
-            mask = self._mask(lambda w, row=row: allowed_matrix(row, window=w))
+            L = row.input_ids.numel()
+            if self.flex:
+                mask, path = self._flex_mask(row), "packed:flex"
+            elif L <= self.dense_mask_max_tokens:
+                mask = self._mask(lambda w, row=row: allowed_matrix(row, window=w), L, L)
+                path = "packed:dense"
+            else:  # too long for a dense mask and no flex: prefix cache + rows, request by request
+                sub = self._prefix_rows([plans[i] for i in group])
+                hidden.append(sub.hidden)
+                labels += _relabel(sub.labels, group, sum(h.shape[0] for h in hidden[:-1]))
+                run += sub.tokens_run
+                paths.append("packed>prefix_rows")
+                continue
             out = self._decode(
                 row.input_ids[None], row.position_ids[None], attention_mask=mask, use_cache=False
             )
             hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_g, H)
             labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
-            run += row.input_ids.numel()
-        return Reads(torch.cat(hidden), labels, run)
+            run += L
+            paths.append(path)
+        return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_cache(self, plan: RequestPlan) -> Any:
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
@@ -170,13 +223,20 @@ class Runner:
         raise RuntimeError("the model returned no cache")
 
     def _prefix_packed(self, plans: list[RequestPlan]) -> Reads:
-        hidden, labels, run = [], [], 0
+        hidden, labels, run, paths = [], [], 0, []
         for i, plan in enumerate(plans):
-            cache = self._prefix_cache(plan)
             tree = Tree()
             add_request(tree, plan, i, with_prefix=False)
             row = lay_out(tree)
             S = len(plan.prefix)
+            if S + row.input_ids.numel() > self.dense_mask_max_tokens:  # (Lb, S + Lb) would be too big
+                sub = self._prefix_rows([plan])
+                hidden.append(sub.hidden)
+                labels += _relabel(sub.labels, [i], sum(h.shape[0] for h in hidden[:-1]))
+                run += sub.tokens_run
+                paths.append("prefix_packed>prefix_rows")
+                continue
+            cache = self._prefix_cache(plan)
 
             def allowed_for(w: int | None, row: Any = row, S: int = S) -> torch.Tensor:
                 prefix = torch.ones(row.input_ids.numel(), S, dtype=torch.bool)  # (Lb, S)
@@ -184,14 +244,16 @@ class Runner:
                     prefix &= (row.position_ids[:, None] - torch.arange(S)[None, :]) < w
                 return torch.cat([prefix, allowed_matrix(row, window=w)], dim=1)  # (Lb, S + Lb)
 
+            Lb = row.input_ids.numel()
             out = self._decode(
-                row.input_ids[None], row.position_ids[None], attention_mask=self._mask(allowed_for),
+                row.input_ids[None], row.position_ids[None], attention_mask=self._mask(allowed_for, Lb, S + Lb),
                 cache=cache, use_cache=True,
             )
             hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_i, H)
             labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
-            run += S + row.input_ids.numel()
-        return Reads(torch.cat(hidden), labels, run)
+            run += S + Lb
+            paths.append("prefix_packed:dense")
+        return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_rows(self, plans: list[RequestPlan]) -> Reads:
         hidden, labels, run = [], [], 0
@@ -219,7 +281,7 @@ class Runner:
             hidden.append(torch.cat(row_hidden))
             labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
                        for t in reads_local]
-        return Reads(torch.cat(hidden), labels, run)
+        return Reads(torch.cat(hidden), labels, run, ["prefix_rows"] * len(plans))
 
     def _continue(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
         """Hidden states (B, W, H) of rows ``ids`` (B, W) that continue a prefix held in ``cache``."""
@@ -248,11 +310,17 @@ class Runner:
             hidden.append(torch.cat(parts))
             labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
                        for t in reads_local]
-        return Reads(torch.cat(hidden), labels, run)
+        return Reads(torch.cat(hidden), labels, run, ["separate"] * len(plans))
 
 
 def _shift(labels: list[LabelTerm], by: int) -> list[LabelTerm]:
     return [LabelTerm(t.request, t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms]) for t in labels]
+
+
+def _relabel(labels: list[LabelTerm], requests: list[int], by: int) -> list[LabelTerm]:
+    """Labels of a sub-run over ``requests`` (numbered 0..n-1 there), renumbered and shifted by ``by``."""
+    return [LabelTerm(requests[t.request], t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms])
+            for t in labels]
 
 
 def _rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[LabelTerm]]:
