@@ -41,6 +41,15 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default auto)")
+    p.add_argument("--strategy", default=None, help="auto, packed, prefix_packed, prefix_rows, separate")
+    p.add_argument("--attn", default=None, help="auto (flex on CUDA), eager, sdpa, flex_attention")
+    p.add_argument("--calibration", default=None, metavar="CALIB.json", help="a `logitjudge calibrate` file")
+    p.add_argument(
+        "--engine-row-tokens",
+        type=int,
+        default=None,
+        help="most tokens in one packed forward row inside an engine call (the engine's max_batch_tokens)",
+    )
     p.add_argument(
         "--max-queue", type=int, default=256, help="requests that may wait; more get 503 (default 256)"
     )
@@ -74,7 +83,19 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
     keys = tuple(dict.fromkeys([*args.api_key, *api_keys_from_env()]))  # de-duplicated, order kept
-    judge = Judge.load(args.model, device=args.device, dtype=args.dtype)
+    # Engine options are passed only when set, so the engine's own defaults apply otherwise.
+    engine_options = {
+        "strategy": args.strategy,
+        "attn": args.attn,
+        "calibration": args.calibration,
+        "max_batch_tokens": args.engine_row_tokens,
+    }
+    judge = Judge.load(
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        **{k: v for k, v in engine_options.items() if v is not None},
+    )
     app = create_app(
         judge,
         api_keys=keys,

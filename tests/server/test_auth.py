@@ -105,3 +105,6 @@ def test_serve_parser_collects_repeatable_keys() -> None:
     )
     assert args.api_key == ["a", "b"] and args.port == 9001 and args.host == "127.0.0.1"
     assert args.max_batch_tokens == 512 and args.max_queue == 256 and args.model is None
+    # engine options stay unset unless given, so the engine's own defaults apply
+    assert (args.strategy, args.attn, args.calibration, args.engine_row_tokens) == (None, None, None, None)
+    assert args.max_batch_requests is None  # the device decides (see default_batching)
