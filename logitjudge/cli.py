@@ -5,6 +5,8 @@
     logitjudge ask REQUEST.json [--model PATH_OR_ID]      # one POST /v1/systemone body -> response JSON
     logitjudge serve [--model ...] [--port 8000]           # the HTTP server
     logitjudge evaluate DATA.jsonl --evaluators RAG ...    # dataset evaluation
+    logitjudge calibrate LABELLED.jsonl --out calib.json   # fit calibration; --calibration on ask/evaluate/serve
+    logitjudge compare OURS.jsonl HOSTED.jsonl             # agreement of two result files of the same items
 
 Errors are printed as ``{"detail": {"error_type", "message", "field"}}`` on stderr with exit
 status 2 for a bad request and 1 for an engine failure.
@@ -28,6 +30,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
     p.add_argument("--strategy", default="auto", help="auto, packed, prefix_packed, prefix_rows, separate")
+    p.add_argument("--calibration", default=None, metavar="CALIB.json",
+                   help="apply a calibration file from `logitjudge calibrate` (refused if fitted for another model)")
     p.add_argument("--attn", default="auto", help="auto (flex on CUDA), eager, sdpa, flex_attention")
     p.add_argument("--max-batch-tokens", type=int, default=None, help="most tokens in one packed forward row (default 8192)")
 
@@ -37,7 +41,8 @@ def load_judge(args: argparse.Namespace) -> Any:
     from logitjudge.judge import Judge
 
     return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy,
-                      attn=getattr(args, "attn", "auto"), max_batch_tokens=getattr(args, "max_batch_tokens", None))
+                      attn=getattr(args, "attn", "auto"), max_batch_tokens=getattr(args, "max_batch_tokens", None),
+                      calibration=getattr(args, "calibration", None))
 
 
 def error_json(exc: LogitJudgeError) -> str:
@@ -97,6 +102,14 @@ def _optional_subcommands(sub: Any) -> None:
         pass
     else:
         add_evaluate_parser(sub)
+    try:
+        from logitjudge.rubrics.calibrate import add_calibrate_parser
+        from logitjudge.rubrics.compare import add_compare_parser
+    except ImportError:
+        pass
+    else:
+        add_calibrate_parser(sub)
+        add_compare_parser(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ this tree; nothing here knows HTTP.
     │   ├── ContextOverflowError      a part is over the token budget (-> 413)
     │   ├── UnknownModelError         the request names a model this engine does not serve (-> 400)
     │   └── UnsupportedModelError     the model cannot serve this engine (bad tokenizer, ...) (load time)
+    │       └── CalibrationMismatchError  a calibration file fitted for another model/prompt/dtype/strategy
     └── EngineError                   not the caller's fault
         ├── OverloadedError           queue full or out of memory; retryable (-> 429/503 + Retry-After)
         └── EngineDeadError           the engine cannot answer at all; not retryable (-> 500)
@@ -31,6 +32,7 @@ __all__ = [
     "ContextOverflowError",
     "UnknownModelError",
     "UnsupportedModelError",
+    "CalibrationMismatchError",
     "EngineError",
     "OverloadedError",
     "EngineDeadError",
@@ -95,6 +97,17 @@ class UnsupportedModelError(RequestError):
     """The model cannot be served (e.g. its tokenizer cannot supply distinct answer labels)."""
 
     error_type = "unsupported_model"
+
+
+class CalibrationMismatchError(UnsupportedModelError):
+    """A calibration file cannot be applied: unreadable, or fitted for another model fingerprint,
+    prompt template version, dtype or strategy (``mismatch`` names each differing key)."""
+
+    error_type = "unsupported_model"
+
+    def __init__(self, message: str, *, mismatch: dict[str, tuple[object, object]] | None = None) -> None:
+        super().__init__(message)
+        self.mismatch = mismatch or {}
 
 
 class EngineError(LogitJudgeError):

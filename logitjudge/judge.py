@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -116,6 +117,7 @@ class Judge:
         max_request_tokens: int | None = None,
         self_check: bool = True,
         default_rotations: int = 1,
+        calibration: str | Path | None = None,
         attn: str = "auto",
         max_batch_tokens: int | None = None,
     ) -> Judge:
@@ -133,11 +135,15 @@ class Judge:
                 capped by the model's own context).
             max_request_tokens: budget for the state plus all questions (default 65,536).
             self_check: compare the strategy with separate passes at load; refuse on mismatch.
+            default_rotations: option-order rotations for choice/score questions (1 = off).
+            calibration: a calibration file (``logitjudge calibrate``) to apply to every answer.
             attn: ``"auto"`` (FlexAttention on CUDA where the model supports it, else the
                 model's own), ``"eager"``, ``"sdpa"``, ``"flex_attention"``.
             max_batch_tokens: most tokens in one packed forward row (default 8,192).
 
         Raises:
+            CalibrationMismatchError: the calibration file was fitted for another model, prompt
+                version, dtype or strategy.
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
             EngineDeadError: the self-check failed.
         """
@@ -154,6 +160,10 @@ class Judge:
             attn=attn,
             max_batch_tokens=max_batch_tokens,
         )
+        if calibration is not None:
+            from logitjudge.engine.calibration import Calibration
+
+            engine.set_calibration(Calibration.load(calibration))
         return cls(engine, default_rotations=default_rotations)
 
     @property

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, resolve_attn, set_attn
+from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
 from logitjudge.engine.pack import QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
@@ -130,6 +131,7 @@ class Engine:
         self.runner = Runner(lm.model, lm.device, lm.dtype, max_batch_tokens=max_batch_tokens,
                              stepwise=self.mask_ignoring, dense_mask_max_tokens=dense_mask_max_tokens)
         self.readout = Readout(lm.model)
+        self.calibration: Calibration | None = None
 
     @classmethod
     def load(
@@ -182,10 +184,22 @@ class Engine:
             "dense_mask_max_tokens": self.runner.dense_mask_max_tokens,
             "prompt_version": PROMPT_VERSION,
             "fingerprint": self.lm.fingerprint,
+            "calibration": self.calibration.digest if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_batch_tokens": self.runner.max_batch_tokens,
         }
+
+    def set_calibration(self, calibration: Calibration | None) -> None:
+        """Apply ``calibration`` to every answer from now on (``None`` removes it).
+
+        Raises:
+            CalibrationMismatchError: it was fitted for another fingerprint, prompt version,
+                dtype or strategy.
+        """
+        if calibration is not None:
+            calibration.check(self.describe())
+        self.calibration = calibration
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -242,6 +256,9 @@ class Engine:
         scores = self.readout.log_probs(reads.hidden, reads.labels)  # (N_labels,)
         n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
         dists = distributions(scores, reads.labels, n_options)
+        if self.calibration is not None:  # every answer field below derives from this one distribution
+            types = {(r, q): qp.type for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
+            dists = {key: (self.calibration.apply(types[key], probs), mass) for key, (probs, mass) in dists.items()}
         results = []
         for r, plan in enumerate(plans):
             answers = tuple(

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.packaged import PACKAGED_MODELS, locate_packaged_gguf
 from logitjudge.errors import UnsupportedModelError
 from logitjudge.settings import cache_dir
 
@@ -200,7 +201,8 @@ def load_model(spec: str | None, *, device: str = "auto", dtype: str = "auto") -
     """Load a causal LM for judging.
 
     Args:
-        spec: ``None`` for the embedded default, a local model directory, a ``.gguf`` file, or an
+        spec: ``None`` for the embedded default, a packaged model alias
+            (:data:`logitjudge.engine.packaged.PACKAGED_MODELS`), a local model directory, a ``.gguf`` file, or an
             id already in the local Hugging Face cache (set ``HF_HUB_OFFLINE=1``).
         device: see :func:`resolve_device`; ``"auto"`` on a multi-GPU machine places the model
             across all GPUs with accelerate's device map.
@@ -213,6 +215,9 @@ def load_model(spec: str | None, *, device: str = "auto", dtype: str = "auto") -
 
     if spec is None:
         path, name = convert_gguf(locate_default_gguf()), DEFAULT_MODEL_NAME
+    elif spec in PACKAGED_MODELS:  # a GGUF split over pinned PyPI packages, sha256-verified
+        gguf, name = locate_packaged_gguf(spec)
+        path = convert_gguf(gguf)
     elif spec.endswith(".gguf") and Path(spec).is_file():
         path, name = convert_gguf(Path(spec)), Path(spec).stem.lower()
     else:

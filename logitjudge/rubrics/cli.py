@@ -137,7 +137,8 @@ def _load_judge(args: argparse.Namespace) -> Any:
         return getattr(importlib.import_module(module), attr or "make_judge")()
     from logitjudge.judge import Judge
 
-    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy)
+    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy,
+                      calibration=getattr(args, "calibration", None))
 
 
 def _environment(judge: Any) -> dict[str, Any]:

@@ -1,0 +1,320 @@
+"""Calibration: temperature (and optional bias) scaling of the final distributions.
+
+For a question of type ``t`` with ``n`` options, the engine's final distribution ``p`` (after
+rotations are averaged) is replaced by::
+
+    p' = softmax(log p / T + b)          T in [0.05, 20], b_k in [-5, 5], b_{n-1} = 0
+
+with ``T`` (and ``b``, "where it helps") per **bucket** ``"<type>:<n>"`` (``"<type>:11+"`` for
+more than 10 options, temperature only), plus a type-wide ``"<type>:*"`` temperature used for
+option counts that had no bucket of their own. Temperature scaling: Guo et al. 2017, "On
+calibration of modern neural networks"; with a bias it is vector scaling restricted to a shared
+temperature (Platt scaling for two options). With one view, ``log p / T + b`` equals scaling the
+label scores themselves (softmax is shift-invariant), so calibrating the final distribution is
+exact for un-rotated questions and the natural extension for rotated ones.
+
+Fitting (:func:`fit`) minimises the mean negative log-likelihood of the gold options with
+``scipy.optimize.minimize`` (L-BFGS-B, bounds = the clamp ranges above). A bias is kept only when
+the bucket has at least :data:`MIN_BIAS_SAMPLES_PER_OPTION` samples per option and it lowers
+AIC (``2 k + 2 N NLL``) below the temperature-only fit; buckets with fewer than
+:data:`MIN_SAMPLES` samples are left alone. A calibration file records what it was fitted for
+(model fingerprint, prompt version, dtype, strategy) and :meth:`Calibration.check` refuses any
+other engine with :class:`~logitjudge.errors.CalibrationMismatchError`.
+
+The engine applies it in ``Engine.run_plans`` right after ``readout.distributions``; every
+answer field (``noul``, ``choice`` = argmax, ``score`` = sum i p_i, confidences) is derived from
+the calibrated distribution. Fitting from labelled data and the before/after report live in
+:mod:`logitjudge.rubrics.calibrate` (``logitjudge calibrate``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from logitjudge.errors import CalibrationMismatchError
+
+__all__ = [
+    "Calibration",
+    "Scaling",
+    "LabelledDistribution",
+    "bucket_of",
+    "fit",
+    "fit_scaling",
+    "FITTED_FOR_KEYS",
+    "TEMPERATURE_RANGE",
+    "BIAS_RANGE",
+]
+
+FORMAT = 1
+TEMPERATURE_RANGE = (0.05, 20.0)
+"""Clamp of ``T``: below 0.05 a distribution is made near one-hot, above 20 near uniform."""
+BIAS_RANGE = (-5.0, 5.0)
+"""Clamp of each bias term (log-odds units: a factor of e^5 ~ 150 at most)."""
+MIN_SAMPLES = 8
+MIN_BIAS_SAMPLES_PER_OPTION = 10
+FITTED_FOR_KEYS = ("fingerprint", "prompt_version", "dtype", "strategy")
+"""The engine ``describe()`` keys a calibration must match to be applied."""
+_EPS = 1e-9  # floor of probabilities before the log: fp32 softmax can underflow to 0
+
+
+def bucket_of(qtype: str, n_options: int) -> str:
+    """``("choice", 3) -> "choice:3"``; more than 10 options share ``"<type>:11+"``."""
+    return f"{qtype}:{n_options}" if n_options <= 10 else f"{qtype}:11+"
+
+
+@dataclass(frozen=True)
+class LabelledDistribution:
+    """One fitting sample: a question type, the engine's distribution and the gold option index."""
+
+    type: str
+    probs: tuple[float, ...]
+    gold: int
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """Temperature and optional per-option bias of one bucket.
+
+    Attributes:
+        temperature: ``T`` (clamped to :data:`TEMPERATURE_RANGE`).
+        bias: per option position, last one 0; ``None`` = no bias (required for ``"*"`` and
+            ``"11+"`` buckets, whose option count varies).
+        n: samples it was fitted on.
+        clamped: the optimum lay on a bound of the clamp range.
+    """
+
+    temperature: float
+    bias: tuple[float, ...] | None = None
+    n: int = 0
+    clamped: bool = False
+
+    def apply(self, probs: Sequence[float]) -> list[float]:
+        """``softmax(log p / T + b)``; ``probs`` must have ``len(bias)`` entries when biased."""
+        z = np.log(np.clip(np.asarray(probs, dtype=np.float64), _EPS, 1.0)) / self.temperature
+        if self.bias is not None:
+            if len(self.bias) != len(z):
+                raise ValueError(f"bias has {len(self.bias)} terms for {len(z)} options")
+            z = z + np.asarray(self.bias)
+        z = np.exp(z - z.max())
+        return (z / z.sum()).tolist()
+
+
+def _nll(params: np.ndarray, logp: np.ndarray, gold: np.ndarray, with_bias: bool) -> float:
+    z = logp / params[0]  # (N, K)
+    if with_bias:
+        z = z + np.append(params[1:], 0.0)  # (N, K): the last option's bias is fixed at 0
+    zmax = z.max(1, keepdims=True)
+    lse = zmax[:, 0] + np.log(np.exp(z - zmax).sum(1))  # (N,)
+    return float((lse - z[np.arange(len(gold)), gold]).mean())
+
+
+def fit_scaling(
+    samples: Sequence[LabelledDistribution], *, allow_bias: bool = True
+) -> tuple[Scaling, dict[str, Any]]:
+    """Fit one bucket's scaling by minimising NLL (scipy L-BFGS-B within the clamp ranges).
+
+    Args:
+        samples: distributions with one option count (unless ``allow_bias`` is False).
+        allow_bias: consider a per-option bias (chosen by AIC, see the module docstring).
+
+    Returns:
+        The scaling and a record ``{"nll_before", "nll_after", "aic_temperature", "aic_bias"}``.
+    """
+    from scipy.optimize import minimize
+
+    t_lo, t_hi = TEMPERATURE_RANGE
+    b_lo, b_hi = BIAS_RANGE
+    counts = {len(s.probs) for s in samples}
+    if allow_bias and len(counts) != 1:
+        raise ValueError(f"a bias needs one option count per bucket, got {sorted(counts)}")
+    n = len(samples)
+    fits = []
+    # Mixed option counts (temperature only): one NLL per count group, weighted by its size.
+    arrays = []
+    for k in sorted(counts):
+        grp = [s for s in samples if len(s.probs) == k]
+        logp = np.log(np.clip(np.asarray([s.probs for s in grp], dtype=np.float64), _EPS, 1.0))  # (N_k, k)
+        arrays.append((logp, np.asarray([s.gold for s in grp]), len(grp)))
+
+    def total(params: np.ndarray, with_bias: bool) -> float:
+        return sum(m * _nll(params, lp, g, with_bias) for lp, g, m in arrays) / n
+
+    before = total(np.array([1.0]), False)
+    res_t = minimize(total, x0=np.array([1.0]), args=(False,), method="L-BFGS-B", bounds=[(t_lo, t_hi)])
+    fits.append((2 * 1 + 2 * n * float(res_t.fun), res_t.x, False, float(res_t.fun)))
+    k = next(iter(counts))
+    record: dict[str, Any] = {"nll_before": before, "aic_temperature": fits[0][0], "aic_bias": None}
+    if allow_bias and n >= MIN_BIAS_SAMPLES_PER_OPTION * k:
+        x0 = np.concatenate([res_t.x, np.zeros(k - 1)])
+        res_b = minimize(
+            total, x0=x0, args=(True,), method="L-BFGS-B", bounds=[(t_lo, t_hi)] + [(b_lo, b_hi)] * (k - 1)
+        )
+        aic = 2 * k + 2 * n * float(res_b.fun)
+        record["aic_bias"] = aic
+        fits.append((aic, res_b.x, True, float(res_b.fun)))
+    _, x, biased, nll = min(fits, key=lambda f: f[0])
+    temperature = float(x[0])
+    bias = tuple(float(b) for b in np.append(x[1:], 0.0)) if biased else None
+    on_bound = math.isclose(temperature, t_lo) or math.isclose(temperature, t_hi)
+    if bias is not None:
+        on_bound = on_bound or any(math.isclose(b, lim) for b in bias[:-1] for lim in (b_lo, b_hi))
+    record["nll_after"] = nll
+    return Scaling(temperature=temperature, bias=bias, n=n, clamped=on_bound), record
+
+
+def fit(
+    samples: Sequence[LabelledDistribution],
+    fitted_for: Mapping[str, Any],
+    *,
+    meta: Mapping[str, Any] | None = None,
+) -> Calibration:
+    """Fit every bucket with at least :data:`MIN_SAMPLES` samples, and a ``"<type>:*"`` temperature.
+
+    Args:
+        samples: labelled distributions (the engine's uncalibrated output).
+        fitted_for: the engine's ``describe()`` (at least :data:`FITTED_FOR_KEYS`).
+        meta: free-form provenance stored in the file (data, split, report).
+    """
+    by_bucket: dict[str, list[LabelledDistribution]] = defaultdict(list)
+    by_type: dict[str, list[LabelledDistribution]] = defaultdict(list)
+    for s in samples:
+        by_bucket[bucket_of(s.type, len(s.probs))].append(s)
+        by_type[s.type].append(s)
+    scalings: dict[str, Scaling] = {}
+    fits: dict[str, Any] = {}
+    for name, group in sorted(by_bucket.items()):
+        if len(group) >= MIN_SAMPLES:
+            scalings[name], fits[name] = fit_scaling(group, allow_bias=not name.endswith("11+"))
+    for qtype, group in sorted(by_type.items()):
+        if len(group) >= MIN_SAMPLES:
+            scalings[f"{qtype}:*"], fits[f"{qtype}:*"] = fit_scaling(group, allow_bias=False)
+    missing = [k for k in FITTED_FOR_KEYS if k not in fitted_for]
+    if missing:
+        raise ValueError(f"fitted_for lacks {missing}")
+    info = {k: fitted_for[k] for k in (*FITTED_FOR_KEYS, "model") if k in fitted_for}
+    return Calibration(fitted_for=info, scalings=scalings, meta={**(meta or {}), "fits": fits})
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-bucket scalings and what they were fitted for (see the module docstring).
+
+    Attributes:
+        fitted_for: ``fingerprint``, ``prompt_version``, ``dtype``, ``strategy`` (and ``model``,
+            informative) of the engine the samples came from.
+        scalings: bucket name -> :class:`Scaling`.
+        meta: provenance (data files, split, per-bucket fit records, report).
+    """
+
+    fitted_for: dict[str, Any]
+    scalings: dict[str, Scaling]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def scaling_for(self, qtype: str, n_options: int) -> Scaling | None:
+        """The bucket's scaling, else the type-wide one without bias, else None (left as is)."""
+        own = self.scalings.get(bucket_of(qtype, n_options))
+        if own is not None and (own.bias is None or len(own.bias) == n_options):
+            return own
+        return self.scalings.get(f"{qtype}:*")
+
+    def apply(self, qtype: str, probs: Sequence[float]) -> list[float]:
+        """The calibrated distribution of one answer (unchanged where no scaling applies)."""
+        scaling = self.scaling_for(qtype, len(probs))
+        return list(probs) if scaling is None else scaling.apply(probs)
+
+    def check(self, describe: Mapping[str, Any]) -> None:
+        """Refuse an engine other than the one this was fitted for.
+
+        Raises:
+            CalibrationMismatchError: a :data:`FITTED_FOR_KEYS` value differs (all named).
+        """
+        mismatch = {
+            k: (self.fitted_for.get(k), describe.get(k))
+            for k in FITTED_FOR_KEYS
+            if self.fitted_for.get(k) != describe.get(k)
+        }
+        if mismatch:
+            said = "; ".join(f"{k}: fitted for {a!r}, engine has {b!r}" for k, (a, b) in mismatch.items())
+            raise CalibrationMismatchError(
+                f"calibration fitted for another engine ({said}); refit it with `logitjudge calibrate`",
+                mismatch=mismatch,
+            )
+
+    @property
+    def digest(self) -> str:
+        """Short sha256 of the file contents (reported in the engine's ``describe()``)."""
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "fitted_for": self.fitted_for,
+            "scalings": {
+                k: {
+                    "temperature": s.temperature,
+                    "bias": list(s.bias) if s.bias is not None else None,
+                    "n": s.n,
+                    "clamped": s.clamped,
+                }
+                for k, s in self.scalings.items()
+            },
+            "meta": self.meta,
+        }
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, source: str = "calibration") -> Calibration:
+        """Strict: an unknown format, a missing key or an out-of-range value is refused.
+
+        Raises:
+            CalibrationMismatchError: the data is not a calibration this version can apply.
+        """
+
+        def bad(why: str) -> CalibrationMismatchError:
+            return CalibrationMismatchError(f"{source}: not a usable calibration file: {why}")
+
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+            raise bad(f"format must be {FORMAT}")
+        extra = set(data) - {"format", "fitted_for", "scalings", "meta"}
+        if extra:
+            raise bad(f"unknown keys {sorted(extra)}")
+        fitted_for = data.get("fitted_for")
+        if not isinstance(fitted_for, Mapping) or any(k not in fitted_for for k in FITTED_FOR_KEYS):
+            raise bad(f"fitted_for must hold {list(FITTED_FOR_KEYS)}")
+        scalings = {}
+        for name, s in (data.get("scalings") or {}).items():
+            try:
+                t = float(s["temperature"])
+                bias = None if s.get("bias") is None else tuple(float(b) for b in s["bias"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise bad(f"scalings.{name}: {exc!r}") from None
+            if set(s) - {"temperature", "bias", "n", "clamped"}:
+                raise bad(
+                    f"scalings.{name}: unknown keys {sorted(set(s) - {'temperature', 'bias', 'n', 'clamped'})}"
+                )
+            if not TEMPERATURE_RANGE[0] <= t <= TEMPERATURE_RANGE[1]:
+                raise bad(f"scalings.{name}.temperature {t} outside {TEMPERATURE_RANGE}")
+            if bias is not None and not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):
+                raise bad(f"scalings.{name}.bias outside {BIAS_RANGE}")
+            scalings[name] = Scaling(t, bias, int(s.get("n", 0)), bool(s.get("clamped", False)))
+        return cls(fitted_for=dict(fitted_for), scalings=scalings, meta=dict(data.get("meta") or {}))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        """Read a calibration file (see :meth:`from_json`)."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CalibrationMismatchError(f"{path}: cannot read the calibration file: {exc}") from None
+        return cls.from_json(data, source=str(path))
