@@ -91,7 +91,19 @@ def test_shutdown_drains_requests_in_flight() -> None:
             t.start()
         _wait(engine.entered.is_set, "a batch started")
         _wait(lambda: app.state.scheduler.waiting + app.state.scheduler.in_flight == 3, "all 3 accepted")
-        threading.Timer(0.2, engine.gate.set).start()  # open the gate while the server is stopping
+        address = (urlparse(url).hostname, urlparse(url).port)
+
+        def open_gate_once_stopping() -> None:
+            # Shutdown begins by closing the listening socket: from then on connecting fails.
+            while True:
+                try:
+                    socket.create_connection(address, timeout=1).close()
+                except OSError:
+                    break
+                time.sleep(0.01)
+            engine.gate.set()
+
+        threading.Thread(target=open_gate_once_stopping, daemon=True).start()
     # leaving the block stopped the server; every accepted request was still answered
     for t in clients:
         t.join(timeout=60)
