@@ -133,11 +133,9 @@ def group_metrics(set_name: str, records: list[dict[str, Any]]) -> list[dict[str
         acc, acc_kind = _accuracy(summary, key)
         samples = samples_from_rows(rows)
         cal: dict[str, Any] = {}
-        by_count: dict[int, list[Any]] = defaultdict(list)
-        for s in samples:
-            by_count[len(s.probs)].append(s)
-        if len(by_count) == 1:
-            cal = sample_metrics(next(iter(by_count.values())))
+        by_count = {len(s.probs) for s in samples}
+        if len(by_count) == 1 or (by_count and 2 not in by_count):
+            cal = sample_metrics(samples)
         elif summary.value("ece") is not None:  # a rubric score against a binary label
             scored = [
                 (r["results"][name]["score"], r["gold"]["passed"][name])
@@ -254,7 +252,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--data", default=str(DATA), help="folder of <set>/dev.jsonl")
     ap.add_argument("--out-dir", default=str(RESULTS))
+    ap.add_argument("--rebuild", default=None, metavar="JSON",
+                    help="recompute metrics and the table of an earlier run from its stored items (no model)")
     args = ap.parse_args(argv)
+    if args.rebuild:
+        path = Path(args.rebuild)
+        record = json.loads(path.read_text())
+        record["metrics"] = [m for name, rows in record["items"].items() for m in group_metrics(name, rows)]
+        path.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
+        path.with_suffix(".md").write_text(markdown_table(record))
+        print(markdown_table(record))
+        return 0
 
     from logitjudge.judge import Judge
 

@@ -125,31 +125,36 @@ def samples_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Sample]:
 
 
 def sample_metrics(samples: Sequence[Sample]) -> dict[str, float | int | None]:
-    """``n``, ``accuracy``, ``nll``, ``brier``, ``ece`` of samples with one option count.
+    """``n``, ``accuracy``, ``nll``, ``brier``, ``ece`` of samples (see the module docstring).
+
+    Two-option samples may not be pooled with others; choice questions with different option
+    counts (all above two) are pooled: multi-class Brier and top-label ECE are defined per sample.
 
     Raises:
-        ValueError: the samples mix option counts (Brier and ECE are defined per count).
+        ValueError: two-option samples mixed with samples of more options.
     """
     if not samples:
         return {"n": 0, "accuracy": None, "nll": None, "brier": None, "ece": None}
     counts = {len(s.probs) for s in samples}
-    if len(counts) != 1:
-        raise ValueError(f"samples mix option counts {sorted(counts)}; measure each count apart")
-    p = np.asarray([s.probs for s in samples], dtype=float)  # (N, K)
-    gold = np.asarray([s.gold for s in samples])  # (N,)
-    onehot = np.eye(p.shape[1])[gold]  # (N, K)
-    nll = float(-np.log(np.clip(p[np.arange(len(gold)), gold], 1e-12, 1.0)).mean())
-    hits = p.argmax(1) == gold
-    if p.shape[1] == 2:
-        brier = float(((p[:, 0] - onehot[:, 0]) ** 2).mean())
-        ece = expected_calibration_error(p[:, 0].tolist(), (gold == 0).tolist())
+    if 2 in counts and len(counts) > 1:
+        raise ValueError(f"samples mix option counts {sorted(counts)}; measure two-option samples apart")
+    nlls, briers, hits, conf = [], [], [], []
+    for s in samples:
+        p = np.asarray(s.probs, dtype=float)  # (K,)
+        y = np.zeros_like(p)
+        y[s.gold] = 1.0
+        nlls.append(-math.log(min(1.0, max(1e-12, p[s.gold]))))
+        briers.append((p[0] - y[0]) ** 2 if len(p) == 2 else float(((p - y) ** 2).sum()))
+        hits.append(int(p.argmax()) == s.gold)
+        conf.append(float(p.max()))
+    if counts == {2}:
+        ece = expected_calibration_error([s.probs[0] for s in samples], [s.gold == 0 for s in samples])
     else:
-        brier = float(((p - onehot) ** 2).sum(1).mean())
-        ece = expected_calibration_error(p.max(1).tolist(), hits.tolist())
+        ece = expected_calibration_error(conf, hits)
     return {
         "n": len(samples),
-        "accuracy": float(hits.mean()),
-        "nll": nll if math.isfinite(nll) else None,
-        "brier": brier,
+        "accuracy": float(np.mean(hits)),
+        "nll": float(np.mean(nlls)),
+        "brier": float(np.mean(briers)),
         "ece": ece,
     }

@@ -45,6 +45,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--attn", default=None, help="auto (flex on CUDA), eager, sdpa, flex_attention")
     p.add_argument("--calibration", default=None, metavar="CALIB.json", help="a `logitjudge calibrate` file")
     p.add_argument(
+        "--rotations",
+        type=int,
+        default=None,
+        help="option-order rotations for choice/score questions when a request has no x_rotations (default 1 = off)",
+    )
+    p.add_argument(
         "--engine-row-tokens",
         type=int,
         default=None,
@@ -88,6 +94,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "strategy": args.strategy,
         "attn": args.attn,
         "calibration": args.calibration,
+        "default_rotations": args.rotations,
         "max_batch_tokens": args.engine_row_tokens,
     }
     judge = Judge.load(
