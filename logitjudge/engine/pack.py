@@ -184,7 +184,8 @@ def allowed_rows(row: PackedRow, start: int, stop: int, *, window: int | None = 
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """(1, 1, Lq, Lk) additive float mask: 0 where allowed, ``finfo(dtype).min`` elsewhere.
+    """(B, 1, Lq, Lk) additive float mask from (Lq, Lk) (B = 1) or (B, Lq, Lk) bool matrices:
+    0 where allowed, ``finfo(dtype).min`` elsewhere.
 
     An additive float mask, never a boolean one: transformers' eager attention reads a boolean
     4D mask as additive (True -> +1), silently attending everywhere (measured here: logits off
@@ -192,4 +193,17 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """
     mask = torch.zeros(allowed.shape, dtype=dtype)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[None, None]
+    return mask[:, None] if mask.dim() == 3 else mask[None, None]
+
+
+def padded_allowed(rows: list[PackedRow], width: int, *, window: int | None = None) -> torch.Tensor:
+    """(B, W, W) bool: each row's :func:`allowed_matrix`, right-padded to ``width``.
+
+    A padding token attends to itself only, so no row of the mask is fully masked (a fully
+    masked row gives NaN in some attention kernels); real tokens never attend to padding.
+    """
+    out = torch.eye(width, dtype=torch.bool).repeat(len(rows), 1, 1)  # (B, W, W)
+    for b, row in enumerate(rows):
+        n = row.input_ids.numel()
+        out[b, :n, :n] = allowed_matrix(row, window=window)
+    return out

@@ -34,10 +34,11 @@ from logitjudge.engine.pack import (
     LabelTerm,
     RequestPlan,
     Tree,
-    additive_mask,
     add_request,
+    additive_mask,
     allowed_matrix,
     lay_out,
+    padded_allowed,
 )
 
 STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
@@ -175,12 +176,64 @@ class Runner:
         return flex_block_mask(row, self.windows, self.device)
 
     def _packed(self, plans: list[RequestPlan]) -> Reads:
-        # A dense row stays under the dense-mask limit, so small requests still share rows.
-        budget = self.max_batch_tokens if self.flex else min(self.max_batch_tokens, self.dense_mask_max_tokens)
+        """FlexAttention: requests share one row (the block mask skips cross-request tiles).
+        Dense masks: one row per request, rows right-padded into a batch of at most
+        ``max_batch_tokens`` cells, so mask and attention cost grow with the batch, not with its
+        square (one shared row of 8 requests ran 0.62 s per request vs 0.49 s alone on CPU)."""
+        if self.flex:
+            return self._packed_flex(plans)
+        hidden: list[torch.Tensor] = []
+        labels: list[LabelTerm] = []
+        run, paths = 0, []
+        too_long = [i for i, p in enumerate(plans) if p.n_tokens > self.dense_mask_max_tokens]
+        if too_long:  # too long for a dense mask and no flex: prefix cache + rows
+            sub = self._prefix_rows([plans[i] for i in too_long])
+            hidden.append(sub.hidden)
+            labels += _relabel(sub.labels, too_long, 0)
+            run += sub.tokens_run
+            paths.append("packed>prefix_rows")
+        batch: list[tuple[int, Tree]] = []
+        width = 0  # the longest row in the batch (a request's row is plan.n_tokens long)
+        for i, plan in enumerate(plans):
+            if plan.n_tokens > self.dense_mask_max_tokens:
+                continue
+            if batch and max(width, plan.n_tokens) * (len(batch) + 1) > self.max_batch_tokens:
+                run += self._packed_dense_batch(batch, hidden, labels)
+                paths.append("packed:dense")
+                batch, width = [], 0
+            tree = Tree()
+            add_request(tree, plan, i)
+            batch.append((i, tree))
+            width = max(width, plan.n_tokens)
+        if batch:
+            run += self._packed_dense_batch(batch, hidden, labels)
+            paths.append("packed:dense")
+        return Reads(torch.cat(hidden), labels, run, paths)
+
+    def _packed_dense_batch(
+        self, batch: list[tuple[int, Tree]], hidden: list[torch.Tensor], labels: list[LabelTerm]
+    ) -> int:
+        """Run requests as rows of one padded batch; append their reads; return tokens run."""
+        rows = [lay_out(tree) for _, tree in batch]
+        width = max(r.input_ids.numel() for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)  # (B, W)
+        pos = torch.zeros((len(rows), width), dtype=torch.long)  # (B, W)
+        for b, r in enumerate(rows):
+            n = r.input_ids.numel()
+            ids[b, :n], pos[b, :n] = r.input_ids, r.position_ids
+        mask = self._mask(lambda w: padded_allowed(rows, width, window=w), width, width)  # (B, 1, W, W)
+        out = self._decode(ids, pos, attention_mask=mask, use_cache=False)
+        for b, ((_, tree), r) in enumerate(zip(batch, rows)):
+            base = sum(h.shape[0] for h in hidden)
+            hidden.append(out.last_hidden_state[b, r.read_index.to(self.device)])  # (R_b, H)
+            labels += _shift(tree.labels, base)
+        return sum(r.input_ids.numel() for r in rows)
+
+    def _packed_flex(self, plans: list[RequestPlan]) -> Reads:
         groups: list[list[int]] = []
         size = 0
         for i, p in enumerate(plans):
-            if groups and size + p.n_tokens <= budget:
+            if groups and size + p.n_tokens <= self.max_batch_tokens:
                 groups[-1].append(i)
                 size += p.n_tokens
             else:
@@ -192,26 +245,13 @@ class Runner:
             for i in group:
                 add_request(tree, plans[i], i)
             row = lay_out(tree)
-            L = row.input_ids.numel()
-            if self.flex:
-                mask, path = self._flex_mask(row), "packed:flex"
-            elif L <= self.dense_mask_max_tokens:
-                mask = self._mask(lambda w, row=row: allowed_matrix(row, window=w), L, L)
-                path = "packed:dense"
-            else:  # too long for a dense mask and no flex: prefix cache + rows, request by request
-                sub = self._prefix_rows([plans[i] for i in group])
-                hidden.append(sub.hidden)
-                labels += _relabel(sub.labels, group, sum(h.shape[0] for h in hidden[:-1]))
-                run += sub.tokens_run
-                paths.append("packed>prefix_rows")
-                continue
             out = self._decode(
-                row.input_ids[None], row.position_ids[None], attention_mask=mask, use_cache=False
+                row.input_ids[None], row.position_ids[None], attention_mask=self._flex_mask(row), use_cache=False
             )
             hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_g, H)
             labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
-            run += L
-            paths.append(path)
+            run += row.input_ids.numel()
+            paths.append("packed:flex")
         return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_cache(self, plan: RequestPlan) -> Any:
