@@ -85,14 +85,15 @@ class ServerConfig:
             raise ValueError("API keys must be non-empty and contain no whitespace")
 
 
-CPU_BATCHING = (2048, 1)
-"""Default (max_batch_tokens, max_batch_requests) on a CPU: one request per engine call.
+CPU_BATCHING = (4096, 16)
+"""Default (max_batch_tokens, max_batch_requests) on a CPU.
 
-Measured on 2 CPU cores with the default model (``benchmarks/results/serve_load.json``): a CPU
-forward pass is compute-bound already at one request (~185 tokens), and the packed strategy puts a
-batch in one row whose attention grows quadratically, so batching costs time per request (runner
-0.49 s/request alone, 0.62 s/request in batches of 8; 8 / 32 clients: 0.83 / 0.93 req/s one at
-a time vs 0.59 / 0.68 req/s batched). Batching stays available with ``max_batch_requests``."""
+History: the first packed runner put a whole batch in one row, whose dense mask and attention
+grow with the square of the batch, and batching lost on CPU (runner 0.49 s/request alone vs
+0.62 s/request in batches of 8). The runner now gives each request its own row of a padded batch:
+8 requests of ~206 tokens ran 2.72 s/request batched vs 5.61 s/request one at a time on 2 shared
+CPU cores (interleaved medians, /tmp/batchb-style micro-benchmark; see
+``benchmarks/results/serve_load.json`` for the server-level figures)."""
 
 ACCELERATOR_BATCHING = (16_384, 64)
 """Default (max_batch_tokens, max_batch_requests) on a GPU, where one request leaves the device
@@ -174,7 +175,7 @@ def create_app(
     Args:
         judge: a :class:`~logitjudge.judge.Judge` (any engine, e.g. a scripted one in tests).
         max_batch_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
-            device (batching on GPUs, one request per engine call on CPUs).
+            device (see :data:`CPU_BATCHING` and :data:`ACCELERATOR_BATCHING`).
         registry: the Prometheus registry to fill (default: a new one per app).
 
     The app's state holds ``judge``, ``scheduler``, ``metrics`` and ``config``; other routers

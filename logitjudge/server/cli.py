@@ -63,13 +63,13 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--max-batch-tokens",
         type=int,
         default=None,
-        help="estimated-token budget of one engine call across requests (default: 2048 on CPU, 16384 on GPU)",
+        help="estimated-token budget of one engine call across requests (default: 4096 on CPU, 16384 on GPU)",
     )
     p.add_argument(
         "--max-batch-requests",
         type=int,
         default=None,
-        help="most requests per engine call; 1 = no batching (default: 1 on CPU, 64 on GPU)",
+        help="most requests per engine call; 1 = no batching (default: 16 on CPU, 64 on GPU)",
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run_serve)
