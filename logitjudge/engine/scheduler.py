@@ -25,6 +25,11 @@ Rules:
 - **Per-request errors.** ``run_batch`` returns, per request, a result or the error that request
   alone raised. If it raises for the whole batch, each request is retried alone so one bad request
   cannot fail its neighbours.
+- **Out of memory.** A batch that runs out of memory (``torch.OutOfMemoryError``, ``MemoryError``,
+  or a ``RuntimeError`` saying "out of memory") is split in halves and each half retried, down to
+  single requests; a request that still runs out of memory alone gets
+  :class:`~logitjudge.errors.OverloadedError` (503 + ``Retry-After``: retryable, memory may be
+  free later), never a crash and never a failed neighbour.
 - **Drain.** ``close()`` refuses new requests (``OverloadedError``), answers every accepted one,
   then stops the worker.
 
@@ -47,7 +52,7 @@ from typing import Protocol
 from logitjudge.engine.types import EngineRequest, EngineResult, Text
 from logitjudge.errors import EngineError, LogitJudgeError, OverloadedError
 
-__all__ = ["Scheduler", "SchedulerObserver", "estimate_tokens"]
+__all__ = ["Scheduler", "SchedulerObserver", "estimate_tokens", "is_out_of_memory"]
 
 logger = logging.getLogger("logitjudge.scheduler")
 
@@ -291,7 +296,12 @@ class Scheduler:
                     job.future.set_result(result)
 
     def _run_isolated(self, requests: list[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
-        """Run one batch in the engine thread; if the batch as a whole fails, retry each alone."""
+        """Run one batch in the engine thread; if the batch as a whole fails, isolate the failure.
+
+        Out of memory: split the batch in halves and retry each (a smaller pass needs less
+        memory). Any other failure: retry each request alone. A single request's failure becomes
+        its own error (:class:`OverloadedError` for out of memory).
+        """
         try:
             results = list(self._run_batch(requests))
             if len(results) != len(requests):
@@ -299,16 +309,35 @@ class Scheduler:
             return results
         except Exception as exc:  # noqa: BLE001 - one request must not fail the batch
             if len(requests) == 1:
-                return [_as_engine_error(exc)]
-            logger.warning("a batch of %d failed (%s); retrying each request alone", len(requests), exc)
-            out: list[EngineResult | LogitJudgeError] = []
-            for req in requests:
-                try:
-                    (res,) = self._run_batch([req])
-                    out.append(res)
-                except Exception as one:  # noqa: BLE001
-                    out.append(_as_engine_error(one))
-            return out
+                return [self._as_engine_error(exc)]
+            if is_out_of_memory(exc):
+                half = len(requests) // 2
+                logger.warning(
+                    "a batch of %d ran out of memory; retrying as %d + %d",
+                    len(requests),
+                    half,
+                    len(requests) - half,
+                )
+                return self._run_isolated(requests[:half]) + self._run_isolated(requests[half:])
+            logger.warning(
+                "a batch of %d failed (%s); retrying each request alone", len(requests), type(exc).__name__
+            )
+            return [res for req in requests for res in self._run_isolated([req])]
+
+    def _as_engine_error(self, exc: Exception) -> LogitJudgeError:
+        if isinstance(exc, LogitJudgeError):
+            return exc
+        if is_out_of_memory(exc):
+            logger.warning("a single request ran out of memory: %s", type(exc).__name__)
+            err: LogitJudgeError = OverloadedError(
+                "the engine ran out of memory for this request; retry later, or send a smaller request",
+                retry_after=self.retry_after(),
+            )
+        else:
+            logger.exception("engine failure", exc_info=exc)
+            err = EngineError(f"the engine failed: {type(exc).__name__}")
+        err.__cause__ = exc
+        return err
 
     def _record(self, size: int, tokens: int, seconds: float, waits: list[float]) -> None:
         # Exponential moving averages (weight 0.2) for the Retry-After hint.
@@ -346,10 +375,17 @@ class Scheduler:
             self._executor = None
 
 
-def _as_engine_error(exc: Exception) -> LogitJudgeError:
-    if isinstance(exc, LogitJudgeError):
-        return exc
-    logger.exception("engine failure", exc_info=exc)
-    err = EngineError(f"the engine failed: {type(exc).__name__}")
-    err.__cause__ = exc
-    return err
+_OOM_CLASS_NAMES = frozenset({"OutOfMemoryError", "MemoryError"})
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for an out-of-memory error of any device, without importing torch.
+
+    ``torch.OutOfMemoryError`` (alias ``torch.cuda.OutOfMemoryError``), Python's ``MemoryError``,
+    and the ``RuntimeError`` older torch builds and other backends raise ("CUDA out of memory",
+    "MPS backend out of memory", "DefaultCPUAllocator: can't allocate memory").
+    """
+    if any(cls.__name__ in _OOM_CLASS_NAMES for cls in type(exc).__mro__):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)

@@ -177,6 +177,63 @@ def test_a_batch_that_raises_is_retried_request_by_request() -> None:
     assert [len(c) for c in engine.calls] == [2, 1, 1]
 
 
+class MemoryCappedEngine(GatedEngine):
+    """The gated scripted engine with a memory: a batch over ``capacity`` requests, or any batch
+    holding a state marked ``HUGE``, raises torch's real out-of-memory error, as a GPU engine does."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.oom_sizes: list[int] = []
+
+    def run_batch(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
+        import torch
+
+        self.entered.set()
+        assert self.gate.wait(timeout=30), "the test never opened the gate"
+        if len(requests) > self.capacity or any("HUGE" in str(r.state) for r in requests):
+            self.oom_sizes.append(len(requests))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return ScriptedEngine.run_batch(self, requests)
+
+
+def test_out_of_memory_splits_the_batch_then_refuses_only_what_still_fails() -> None:
+    engine = MemoryCappedEngine(capacity=2)
+    scheduler = Scheduler(engine.run_batch, max_batch_requests=8)
+    states = ["blocker", "a", "b", "c", "HUGE", "d", "e", "f", "g"]
+
+    async def main() -> list[EngineResult | BaseException]:
+        first = asyncio.ensure_future(scheduler.submit(request(states[0])))
+        await asyncio.to_thread(engine.entered.wait, 30)
+        rest = [asyncio.ensure_future(scheduler.submit(request(s))) for s in states[1:]]
+        await _until(lambda: scheduler.waiting == 8, "8 waiting")
+        engine.gate.set()
+        return await asyncio.gather(first, *rest, return_exceptions=True)
+
+    results = asyncio.run(main())
+    by_state = dict(zip(states, results, strict=True))
+    huge = by_state.pop("HUGE")
+    assert isinstance(huge, OverloadedError) and huge.retry_after >= 1  # 503 + Retry-After at the edge
+    assert "out of memory" in huge.message
+    assert all(isinstance(r, EngineResult) for r in by_state.values())
+    # depth first: 8 -> [a b c HUGE] -> [a b] ok, [c HUGE] -> c ok, HUGE alone fails; [d e f g] -> 2 + 2
+    assert engine.oom_sizes == [8, 4, 2, 1, 4]
+    answered = [r.state for call in engine.calls for r in call]
+    assert sorted(answered) == sorted(s for s in states if s != "HUGE")
+
+
+def test_out_of_memory_errors_are_recognised_without_torch_in_the_scheduler() -> None:
+    import torch
+
+    from logitjudge.engine.scheduler import is_out_of_memory
+
+    assert is_out_of_memory(torch.cuda.OutOfMemoryError("CUDA out of memory"))
+    assert is_out_of_memory(MemoryError())
+    assert is_out_of_memory(RuntimeError("MPS backend out of memory (MPS allocated: 1 GB)"))
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory"))
+    assert not is_out_of_memory(RuntimeError("boom")) and not is_out_of_memory(ValueError("out of memory"))
+
+
 def test_close_drains_accepted_requests_then_refuses_new_ones() -> None:
     engine = GatedEngine()
     scheduler = Scheduler(engine.run_batch)
