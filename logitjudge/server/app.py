@@ -43,6 +43,7 @@ from logitjudge.errors import InvalidRequestError, RequestError
 from logitjudge.judge import MODEL_ALIASES
 from logitjudge.server import schemas
 from logitjudge.server.errors import install_error_handlers
+from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics
 from logitjudge.server.middleware import BearerAuthMiddleware, BodyMiddleware, MetricsMiddleware
 
@@ -67,6 +68,8 @@ class ServerConfig:
         max_batch_requests: most requests per engine call; 1 = one request at a time (>= 1).
         max_body_bytes: largest request body, after zstd decoding; larger gets 413 (>= 1 KiB).
         drain_timeout: seconds shutdown waits for accepted requests before refusing the rest.
+        max_questions, max_items, max_text_chars: the request limits of
+            :class:`~logitjudge.server.limits.RequestLimits` (422 naming the limit when exceeded).
     """
 
     api_keys: tuple[str, ...] = ()
@@ -75,8 +78,17 @@ class ServerConfig:
     max_batch_requests: int = 64
     max_body_bytes: int = 16 * 1024 * 1024
     drain_timeout: float = 60.0
+    max_questions: int = RequestLimits.max_questions
+    max_items: int = RequestLimits.max_items
+    max_text_chars: int = RequestLimits.max_text_chars
+
+    @property
+    def limits(self) -> RequestLimits:
+        """The per-request limits checked after validation (questions, items, string length)."""
+        return RequestLimits(self.max_questions, self.max_items, self.max_text_chars)
 
     def __post_init__(self) -> None:
+        RequestLimits(self.max_questions, self.max_items, self.max_text_chars)  # raises when out of range
         if self.max_queue < 1 or self.max_batch_tokens < 1 or self.max_batch_requests < 1:
             raise ValueError("max_queue, max_batch_tokens and max_batch_requests must be >= 1")
         if self.max_body_bytes < 1024:
@@ -168,6 +180,9 @@ def create_app(
     max_batch_requests: int | None = None,
     max_body_bytes: int = 16 * 1024 * 1024,
     drain_timeout: float = 60.0,
+    max_questions: int = RequestLimits.max_questions,
+    max_items: int = RequestLimits.max_items,
+    max_text_chars: int = RequestLimits.max_text_chars,
     registry: CollectorRegistry | None = None,
 ) -> FastAPI:
     """Build the ASGI app serving ``judge`` (see :class:`ServerConfig` for the limits).
@@ -189,6 +204,9 @@ def create_app(
         max_batch_requests=max_batch_requests if max_batch_requests is not None else default_requests,
         max_body_bytes=max_body_bytes,
         drain_timeout=drain_timeout,
+        max_questions=max_questions,
+        max_items=max_items,
+        max_text_chars=max_text_chars,
     )
     metrics = ServerMetrics(registry)
     scheduler = Scheduler(
@@ -241,6 +259,7 @@ def create_app(
         Unknown top-level fields are ignored; question ids and option names come back byte for byte.
         """
         req = judge.validate(body)  # raises UnknownModelError (400) for a model not served here
+        check_systemone(req, config.limits)  # 422 naming the limit, before any tokenizer work
         if req.model_extra and "assets" in req.model_extra:
             err = RequestError(
                 "image assets are not supported by this model (text-only engine)", field=("assets",)

@@ -5,6 +5,7 @@
     logitjudge serve                                   # default model on http://127.0.0.1:8000
     logitjudge serve --model ./my-model --port 9000 --api-key KEY1 --api-key KEY2
     LOGITJUDGE_API_KEYS=k1,k2 logitjudge serve         # keys from the environment
+    logitjudge serve --api-keys-file /etc/logitjudge/keys   # one key per line (also LOGITJUDGE_API_KEYS_FILE)
 
 The main CLI (``logitjudge.cli``) calls :func:`add_serve_parser` and :func:`run_serve`.
 """
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import logging
 from typing import Any
+
+from logitjudge.server.limits import RequestLimits
 
 __all__ = ["add_serve_parser", "run_serve"]
 
@@ -38,6 +41,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=[],
         metavar="KEY",
         help="require Authorization: Bearer KEY (repeatable; also LOGITJUDGE_API_KEYS, comma-separated)",
+    )
+    p.add_argument(
+        "--api-keys-file",
+        default=None,
+        metavar="PATH",
+        help="require a key listed in PATH (one per line, # comments; also LOGITJUDGE_API_KEYS_FILE)",
     )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default auto)")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default auto)")
@@ -71,6 +80,36 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="most requests per engine call; 1 = no batching (default: 16 on CPU, 64 on GPU)",
     )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        help="largest request body after zstd decoding; larger gets 413 (default 16 MiB)",
+    )
+    p.add_argument(
+        "--max-questions",
+        type=int,
+        default=RequestLimits.max_questions,
+        help="questions per request (and per evaluate item); more gets 422 (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-items",
+        type=int,
+        default=RequestLimits.max_items,
+        help="items per POST /api/v1/evaluate batch; more gets 422 (default %(default)s)",
+    )
+    p.add_argument(
+        "--max-text-chars",
+        type=int,
+        default=RequestLimits.max_text_chars,
+        help="characters in any one string of a request; more gets 422 (default %(default)s)",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default 60)",
+    )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=run_serve)
     return p
@@ -82,13 +121,14 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from logitjudge.judge import Judge
     from logitjudge.server.app import create_app
-    from logitjudge.settings import api_keys_from_env
+    from logitjudge.settings import api_keys_from_env, read_api_keys_file
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
-    keys = tuple(dict.fromkeys([*args.api_key, *api_keys_from_env()]))  # de-duplicated, order kept
+    from_file = read_api_keys_file(args.api_keys_file) if args.api_keys_file else ()
+    keys = tuple(dict.fromkeys([*args.api_key, *from_file, *api_keys_from_env()]))  # de-duplicated
     # Engine options are passed only when set, so the engine's own defaults apply otherwise.
     engine_options = {
         "strategy": args.strategy,
@@ -109,6 +149,11 @@ def run_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         max_batch_tokens=args.max_batch_tokens,
         max_batch_requests=args.max_batch_requests,
+        max_body_bytes=args.max_body_bytes,
+        drain_timeout=args.drain_timeout,
+        max_questions=args.max_questions,
+        max_items=args.max_items,
+        max_text_chars=args.max_text_chars,
     )
     # Never log the keys themselves, only how many there are.
     logger.info(
@@ -118,5 +163,11 @@ def run_serve(args: argparse.Namespace) -> int:
         args.port,
         f"on, {len(keys)} key(s)" if keys else "off",
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=60)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=max(1, round(args.drain_timeout)),
+    )
     return 0

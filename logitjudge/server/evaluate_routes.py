@@ -45,11 +45,13 @@ from logitjudge.rubrics.runner import (
     finish_plan,
     plan_item,
 )
+from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
 
 __all__ = ["router", "include_evaluate_routes", "EvaluateRequest", "MAX_ITEMS"]
 
-MAX_ITEMS = 1000
-"""Most items in one batch request; larger datasets belong to ``logitjudge evaluate``."""
+MAX_ITEMS = RequestLimits.max_items
+"""Default most items in one batch request (``max_items``, configurable on the app); larger
+datasets belong to ``logitjudge evaluate``."""
 
 MAX_IN_FLIGHT = 16
 """Items of one batch queued on the scheduler at once (its queue is shared with other clients)."""
@@ -63,7 +65,7 @@ class EvaluateRequest(Item):
     evaluators: Annotated[list[str], Field(min_length=1)]
     model: str = DEFAULT_MODEL
     thresholds: dict[str, Threshold] | None = None
-    items: Annotated[list[Item], Field(min_length=1, max_length=MAX_ITEMS)] | None = None
+    items: Annotated[list[Item], Field(min_length=1)] | None = None
     positive: Literal["passed", "failed"] = "passed"
     concurrency: int | None = Field(
         default=None, description="accepted for compatibility; the scheduler batches"
@@ -145,7 +147,11 @@ async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONRespons
         raise UnknownModelError(
             f"Unknown model: {body.model!r}; this server serves {judge.model_name!r}", field=("model",)
         )
+    config = getattr(request.app.state, "config", None)
+    limits = config.limits if config is not None else RequestLimits()
+    check_evaluate(body, ITEM_FIELDS, limits)  # items per batch, string lengths: 422 naming the limit
     plans, batch = _plan(body)
+    check_questions_per_item([len(p.questions) for p in plans], batch, limits)
     thresholds = dict(body.thresholds or {})
     if not batch:
         (plan,) = plans

@@ -108,3 +108,22 @@ def test_serve_parser_collects_repeatable_keys() -> None:
     # engine options stay unset unless given, so the engine's own defaults apply
     assert (args.strategy, args.attn, args.calibration, args.engine_row_tokens) == (None, None, None, None)
     assert args.max_batch_requests is None  # the device decides (see default_batching)
+    assert args.api_keys_file is None
+    limits = parser.parse_args(
+        ["serve", "--api-keys-file", "/k", "--max-body-bytes", "4096", "--max-questions", "8", "--max-items",
+         "5", "--max-text-chars", "1000", "--drain-timeout", "5"]
+    )
+    assert (limits.api_keys_file, limits.max_body_bytes, limits.max_questions, limits.max_items) == (
+        "/k", 4096, 8, 5
+    )
+    assert (limits.max_text_chars, limits.drain_timeout) == (1000, 5.0)
+
+
+def test_keys_file_skips_blank_lines_and_comments(tmp_path) -> None:
+    from logitjudge.settings import read_api_keys_file
+
+    path = tmp_path / "keys"
+    path.write_text("# operator keys\nk-one\n\n  k-two  \n#k-old\n")
+    assert read_api_keys_file(path) == ("k-one", "k-two")
+    with pytest.raises(OSError):
+        read_api_keys_file(tmp_path / "missing")

@@ -332,3 +332,89 @@ def test_a_full_queue_answers_503_with_retry_after() -> None:
     assert_error_shape(refused, 503, "overloaded_error")
     assert int(refused.headers["retry-after"]) >= 1 and int(refused.headers["retry-after-ms"]) >= 1000
     assert 'logitjudge_rejected_requests_total{reason="queue_full"} 1.0' in metrics.text
+
+
+# -- request limits: each a 422 naming the limit, each configurable --------------------------------
+
+
+def assert_limit(r: httpx.Response, loc: list[Any], limit: str, cap: int) -> None:
+    (d,) = assert_validation_shape(r)
+    assert d["loc"] == loc, d
+    assert d["ctx"]["limit"] == limit and d["ctx"]["max_length"] == cap, d
+    assert limit in d["msg"] and f"--{limit.replace('_', '-')}" in d["msg"] and str(cap) in d["msg"]
+
+
+def test_questions_and_string_length_limits_are_422_naming_the_limit(scripted_judge: Judge) -> None:
+    app = create_app(scripted_judge, max_questions=3, max_text_chars=100)
+    many = {f"q{i}": {"type": "noul"} for i in range(4)}
+    with TestClient(app) as c:
+        assert_limit(
+            c.post("/v1/systemone", json={**BODY, "questions": many}),
+            ["body", "questions"],
+            "max_questions",
+            3,
+        )
+        assert c.post("/v1/systemone", json={**BODY, "state": "x" * 100}).status_code == 200  # at the cap
+        assert_limit(
+            c.post("/v1/systemone", json={**BODY, "state": "x" * 101}),
+            ["body", "state"],
+            "max_text_chars",
+            100,
+        )
+        nested = {**BODY, "state": {"doc": ["ok", {"deep": "y" * 101}]}}
+        assert_limit(
+            c.post("/v1/systemone", json=nested), ["body", "state", "doc", 1, "deep"], "max_text_chars", 100
+        )
+        long_option = {"type": "choice", "criteria": {"a" * 101: None, "b": "fine"}}
+        assert_limit(
+            c.post("/v1/systemone", json={**BODY, "questions": {"q": long_option}}),
+            ["body", "questions", "q", "criteria"],
+            "max_text_chars",
+            100,
+        )
+        long_id = {"i" * 101: {"type": "noul"}}
+        assert_limit(
+            c.post("/v1/systemone", json={**BODY, "questions": long_id}),
+            ["body", "questions", "i" * 101],
+            "max_text_chars",
+            100,
+        )
+    # the defaults admit the contract's own ranges (255 options) and a 200 kB state
+    with TestClient(create_app(scripted_judge)) as c:
+        options = {f"option {i}": None for i in range(255)}
+        body = {
+            **BODY,
+            "state": "word " * 40_000,
+            "questions": {"q": {"type": "choice", "criteria": options}},
+        }
+        assert c.post("/v1/systemone", json=body).status_code == 200
+
+
+def test_evaluate_items_strings_and_chunk_questions_are_limited(scripted_judge: Judge) -> None:
+    app = create_app(scripted_judge, max_items=2, max_text_chars=50, max_questions=3)
+    item = {"input": "What is the refund window?", "output": "30 days.", "context": ["Refunds: 30 days."]}
+    with TestClient(app) as c:
+        ok = c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance"], "items": [item, item]})
+        assert ok.status_code == 200, ok.text
+        three = {"evaluators": ["chunk_relevance"], "items": [item] * 3}
+        assert_limit(c.post("/api/v1/evaluate", json=three), ["body", "items"], "max_items", 2)
+        long_chunk = {
+            "evaluators": ["chunk_relevance"],
+            "items": [item, {**item, "context": ["ok", "z" * 51]}],
+        }
+        assert_limit(
+            c.post("/api/v1/evaluate", json=long_chunk),
+            ["body", "items", 1, "context", 1],
+            "max_text_chars",
+            50,
+        )
+        flat = {"evaluators": ["chunk_relevance"], **item, "output": "o" * 51}
+        assert_limit(c.post("/api/v1/evaluate", json=flat), ["body", "output"], "max_text_chars", 50)
+        chunks = {"evaluators": ["chunk_relevance"], **item, "context": [f"chunk {i}" for i in range(4)]}
+        assert_limit(c.post("/api/v1/evaluate", json=chunks), ["body", "context"], "max_questions", 3)
+
+
+def test_limits_out_of_range_are_refused_at_start(scripted_judge: Judge) -> None:
+    for bad in ({"max_questions": 0}, {"max_items": 0}, {"max_text_chars": 0}, {"max_body_bytes": 10}):
+        with pytest.raises(ValueError):
+            create_app(scripted_judge, **bad)
