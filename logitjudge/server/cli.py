@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from typing import Any
 
 from logitjudge.server.limits import RequestLimits
 
 __all__ = ["add_serve_parser", "run_serve"]
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 logger = logging.getLogger("logitjudge.server")
 
@@ -163,11 +166,22 @@ def run_serve(args: argparse.Namespace) -> int:
         args.port,
         f"on, {len(keys)} key(s)" if keys else "off",
     )
-    uvicorn.run(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=max(1, round(args.drain_timeout)),
-    )
+    # SIGTERM / Ctrl-C: uvicorn stops accepting, finishes open requests, the app drains its queue,
+    # then uvicorn re-raises the signal. Our handlers receive that re-raise, so a drained shutdown
+    # exits 0 (not -15 / KeyboardInterrupt): the process did what it was asked.
+    stopped_by: list[int] = []
+    previous = {sig: signal.signal(sig, lambda sig, _frame: stopped_by.append(sig)) for sig in _STOP_SIGNALS}
+    try:
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=max(1, round(args.drain_timeout)),
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if stopped_by:
+        logger.info("stopped by %s after draining", signal.Signals(stopped_by[0]).name)
     return 0
