@@ -40,7 +40,8 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 check: $(STAMP)
-	$(PY) -m ruff check logitjudge tests benchmarks || true
+	$(PY) -m pip install --quiet ruff
+	$(PY) -m ruff check logitjudge
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

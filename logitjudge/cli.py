@@ -26,23 +26,39 @@ from logitjudge.errors import LogitJudgeError, RequestError
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """The model-loading flags every subcommand shares."""
-    p.add_argument("--model", default=None, help="local model dir, .gguf file or cached id (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="local model dir, .gguf file or cached id (default: embedded SmolLM2-135M-Instruct)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
     p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
     p.add_argument("--strategy", default="auto", help="auto, packed, prefix_packed, prefix_rows, separate")
-    p.add_argument("--calibration", default=None, metavar="CALIB.json",
-                   help="apply a calibration file from `logitjudge calibrate` (refused if fitted for another model)")
+    p.add_argument(
+        "--calibration",
+        default=None,
+        metavar="CALIB.json",
+        help="apply a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
+    )
     p.add_argument("--attn", default="auto", help="auto (flex on CUDA), eager, sdpa, flex_attention")
-    p.add_argument("--max-batch-tokens", type=int, default=None, help="most tokens in one packed forward row (default 8192)")
+    p.add_argument(
+        "--max-batch-tokens", type=int, default=None, help="most tokens in one packed forward row (default 8192)"
+    )
 
 
 def load_judge(args: argparse.Namespace) -> Any:
     """A :class:`~logitjudge.Judge` from the shared model flags."""
     from logitjudge.judge import Judge
 
-    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy,
-                      attn=getattr(args, "attn", "auto"), max_batch_tokens=getattr(args, "max_batch_tokens", None),
-                      calibration=getattr(args, "calibration", None))
+    return Judge.load(
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        strategy=args.strategy,
+        attn=getattr(args, "attn", "auto"),
+        max_batch_tokens=getattr(args, "max_batch_tokens", None),
+        calibration=getattr(args, "calibration", None),
+    )
 
 
 def error_json(exc: LogitJudgeError) -> str:
@@ -57,8 +73,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
-        print(json.dumps({"detail": {"error_type": "invalid_request_error",
-                                     "message": f"{args.request}: not JSON: {exc}"}}), file=sys.stderr)
+        print(
+            json.dumps(
+                {"detail": {"error_type": "invalid_request_error", "message": f"{args.request}: not JSON: {exc}"}}
+            ),
+            file=sys.stderr,
+        )
         return 2
     judge = load_judge(args)
     try:
@@ -114,7 +134,9 @@ def _optional_subcommands(sub: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     return int(args.func(args) or 0)
 
 

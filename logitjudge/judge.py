@@ -205,15 +205,11 @@ class Judge:
 
     def to_response(self, req: schemas.SystemOneRequest, result: EngineResult) -> schemas.SystemOneResponse:
         """Engine result -> wire response, keyed by the request's question ids in request order."""
-        answers = {
-            qid: answer_to_wire(q, a) for (qid, q), a in zip(req.questions.items(), result.answers)
-        }
+        answers = {qid: answer_to_wire(q, a) for (qid, q), a in zip(req.questions.items(), result.answers)}
         return schemas.SystemOneResponse(
             model=self.model_name,
             answers=answers,
-            usage=schemas.Usage(
-                input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens
-            ),
+            usage=schemas.Usage(input_tokens=result.usage.input_tokens, output_tokens=result.usage.output_tokens),
         )
 
     # -- answering ---------------------------------------------------------------------------
@@ -239,8 +235,10 @@ class Judge:
                 out[i] = exc
         results = self.run_batch([self.to_engine(r) for _, r in valid])
         for (i, req), res in zip(valid, results):
-            out[i] = res if isinstance(res, LogitJudgeError) else self.to_response(req, res).model_dump(
-                mode="json", exclude_none=True
+            out[i] = (
+                res
+                if isinstance(res, LogitJudgeError)
+                else self.to_response(req, res).model_dump(mode="json", exclude_none=True)
             )
         return out
 

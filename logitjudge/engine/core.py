@@ -49,10 +49,15 @@ SELF_CHECK_REQUEST = EngineRequest(
     questions=(
         Question("noul", "Does the customer want money back?", (Option("true", None), Option("false", None))),
         Question(
-            "choice", "Which team should handle this?",
+            "choice",
+            "Which team should handle this?",
             tuple(Option(n, d) for n, d in [("Billing", "payments"), ("Shipping", None), ("Tech", "bugs")]),
         ),
-        Question("score", "How upset is the customer?", tuple(Option(str(i), t) for i, t in enumerate(["calm", "annoyed", "furious"]))),
+        Question(
+            "score",
+            "How upset is the customer?",
+            tuple(Option(str(i), t) for i, t in enumerate(["calm", "annoyed", "furious"])),
+        ),
     ),
 )
 
@@ -121,15 +126,23 @@ class Engine:
         if strategy == "prefix_packed" and Runner.uses_windows(lm.model.config):
             # a sliding-window layer's cache keeps only the last `window` prefix tokens, so
             # branches packed after it cannot all see the keys they need
-            raise UnsupportedModelError("prefix_packed does not support sliding-window models: use packed or prefix_rows")
+            raise UnsupportedModelError(
+                "prefix_packed does not support sliding-window models: use packed or prefix_rows"
+            )
         self.strategy = strategy
         context = getattr(lm.model.config, "max_position_embeddings", None) or DEFAULT_STATE_BUDGET
         self.max_state_tokens = min(max_state_tokens or DEFAULT_STATE_BUDGET, int(context))
         self.max_request_tokens = max_request_tokens or DEFAULT_REQUEST_BUDGET
         self.attn = resolve_attn(attn, lm.model, lm.device, mask_ignoring=self.mask_ignoring)
         set_attn(lm.model, self.attn)
-        self.runner = Runner(lm.model, lm.device, lm.dtype, max_batch_tokens=max_batch_tokens,
-                             stepwise=self.mask_ignoring, dense_mask_max_tokens=dense_mask_max_tokens)
+        self.runner = Runner(
+            lm.model,
+            lm.device,
+            lm.dtype,
+            max_batch_tokens=max_batch_tokens,
+            stepwise=self.mask_ignoring,
+            dense_mask_max_tokens=dense_mask_max_tokens,
+        )
         self.readout = Readout(lm.model)
         self.calibration: Calibration | None = None
 
@@ -157,10 +170,20 @@ class Engine:
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
         t0 = time.perf_counter()
-        engine = cls(load_model(model, device=device, dtype=dtype), strategy=strategy, attn=attn,
-                     **{k: v for k, v in limits.items() if v is not None})
-        logger.info("loaded %s on %s (%s, %s attention) in %.1f s", engine.name, engine.lm.device,
-                    engine.lm.dtype, engine.attn, time.perf_counter() - t0)
+        engine = cls(
+            load_model(model, device=device, dtype=dtype),
+            strategy=strategy,
+            attn=attn,
+            **{k: v for k, v in limits.items() if v is not None},
+        )
+        logger.info(
+            "loaded %s on %s (%s, %s attention) in %.1f s",
+            engine.name,
+            engine.lm.device,
+            engine.lm.dtype,
+            engine.attn,
+            time.perf_counter() - t0,
+        )
         if self_check:
             try:
                 engine.self_check()
@@ -228,14 +251,18 @@ class Engine:
             raise ContextOverflowError(
                 f"state + longest question is {len(prefix) + longest} tokens (state {len(prefix)}, "
                 f"question {longest}); the limit is {self.max_state_tokens}",
-                part="state + longest question", tokens=len(prefix) + longest,
-                limit=self.max_state_tokens, field=("state",),
+                part="state + longest question",
+                tokens=len(prefix) + longest,
+                limit=self.max_state_tokens,
+                field=("state",),
             )
         if plan.n_tokens > self.max_request_tokens:
             raise ContextOverflowError(
                 f"request is {plan.n_tokens} tokens (state once plus all questions); "
                 f"the limit is {self.max_request_tokens}",
-                part="request total", tokens=plan.n_tokens, limit=self.max_request_tokens,
+                part="request total",
+                tokens=plan.n_tokens,
+                limit=self.max_request_tokens,
                 field=("questions",),
             )
         return plan
@@ -262,8 +289,7 @@ class Engine:
         results = []
         for r, plan in enumerate(plans):
             answers = tuple(
-                Answer(qp.type, tuple(dists[(r, q)][0]), dists[(r, q)][1])
-                for q, qp in enumerate(plan.questions)
+                Answer(qp.type, tuple(dists[(r, q)][0]), dists[(r, q)][1]) for q, qp in enumerate(plan.questions)
             )
             results.append(EngineResult(answers, Usage(input_tokens=plan.n_tokens)))
         return results
@@ -293,8 +319,9 @@ class Engine:
         plan = self.plan(request)
         got = self.run_plans([plan])[0]
         ref = self.run_plans([plan], "separate")[0]
-        diff = max(abs(a - b) for x, y in zip(got.answers, ref.answers)
-                   for a, b in zip(x.probabilities, y.probabilities))
+        diff = max(
+            abs(a - b) for x, y in zip(got.answers, ref.answers) for a, b in zip(x.probabilities, y.probabilities)
+        )
         tol = tolerance_for(self.lm.dtype)
         if diff > tol:
             raise EngineDeadError(

@@ -37,9 +37,24 @@ DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 # the prefix-cache + one-row-per-question strategy.
 MASK_IGNORING_MODEL_TYPES = frozenset(
     {
-        "mamba", "mamba2", "falcon_mamba", "rwkv", "jamba", "zamba", "zamba2", "bamba",
-        "granitemoehybrid", "lfm2", "lfm2_moe", "qwen3_next", "recurrent_gemma", "xlstm",
-        "nemotron_h", "falcon_h1", "minimax", "plamo2",
+        "mamba",
+        "mamba2",
+        "falcon_mamba",
+        "rwkv",
+        "jamba",
+        "zamba",
+        "zamba2",
+        "bamba",
+        "granitemoehybrid",
+        "lfm2",
+        "lfm2_moe",
+        "qwen3_next",
+        "recurrent_gemma",
+        "xlstm",
+        "nemotron_h",
+        "falcon_h1",
+        "minimax",
+        "plamo2",
     }
 )
 ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
@@ -156,8 +171,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """
     if dtype != "auto":
         try:
-            return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
+            return {
+                "float32": torch.float32,
+                "fp32": torch.float32,
+                "bfloat16": torch.bfloat16,
+                "bf16": torch.bfloat16,
+                "float16": torch.float16,
+                "fp16": torch.float16,
+            }[dtype]
         except KeyError:
             raise UnsupportedModelError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16") from None
     if device.type == "cuda":

@@ -99,8 +99,14 @@ class Runner:
     """
 
     def __init__(
-        self, model: Any, device: torch.device, dtype: torch.dtype, *, max_batch_tokens: int = 8192,
-        stepwise: bool = False, dense_mask_max_tokens: int = DENSE_MASK_MAX_TOKENS,
+        self,
+        model: Any,
+        device: torch.device,
+        dtype: torch.dtype,
+        *,
+        max_batch_tokens: int = 8192,
+        stepwise: bool = False,
+        dense_mask_max_tokens: int = DENSE_MASK_MAX_TOKENS,
     ):
         self.model = model
         self.decoder = getattr(model, model.base_model_prefix)
@@ -145,14 +151,10 @@ class Runner:
             return {t: additive_mask(allowed_for(w), self.dtype).to(self.device) for t, w in self.windows.items()}
         return additive_mask(allowed_for(self.windows), self.dtype).to(self.device)
 
-    def _decode(
-        self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any = None, **kw: Any
-    ) -> Any:
+    def _decode(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any = None, **kw: Any) -> Any:
         if cache is not None:
             kw[self.cache_kw] = cache
-        return self.decoder(
-            input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw
-        )
+        return self.decoder(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw)
 
     # -- strategies --------------------------------------------------------------------------
 
@@ -286,8 +288,11 @@ class Runner:
 
             Lb = row.input_ids.numel()
             out = self._decode(
-                row.input_ids[None], row.position_ids[None], attention_mask=self._mask(allowed_for, Lb, S + Lb),
-                cache=cache, use_cache=True,
+                row.input_ids[None],
+                row.position_ids[None],
+                attention_mask=self._mask(allowed_for, Lb, S + Lb),
+                cache=cache,
+                use_cache=True,
             )
             hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_i, H)
             labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
@@ -319,18 +324,27 @@ class Runner:
                 for b, (_, offsets) in enumerate(chunk):
                     row_hidden.append(h[b, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(row_hidden))
-            labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
-                       for t in reads_local]
+            labels += [
+                LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
+                for t in reads_local
+            ]
         return Reads(torch.cat(hidden), labels, run, ["prefix_rows"] * len(plans))
 
     def _continue(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
         """Hidden states (B, W, H) of rows ``ids`` (B, W) that continue a prefix held in ``cache``."""
         if not self.stepwise:
-            return self._decode(ids, pos, cache=cache, use_cache=True, cache_position=pos[0].to(self.device)).last_hidden_state
+            return self._decode(
+                ids, pos, cache=cache, use_cache=True, cache_position=pos[0].to(self.device)
+            ).last_hidden_state
         steps = []
         for t in range(ids.shape[1]):
-            out = self._decode(ids[:, t : t + 1], pos[:, t : t + 1], cache=cache, use_cache=True,
-                               cache_position=pos[0, t : t + 1].to(self.device))
+            out = self._decode(
+                ids[:, t : t + 1],
+                pos[:, t : t + 1],
+                cache=cache,
+                use_cache=True,
+                cache_position=pos[0, t : t + 1].to(self.device),
+            )
             cache = getattr(out, "cache", None) or getattr(out, "cache_params", None) or out.past_key_values
             steps.append(out.last_hidden_state)
         return torch.cat(steps, dim=1)
@@ -348,8 +362,10 @@ class Runner:
                 parts.append(out.last_hidden_state[0, at])
                 run += ids.shape[1]
             hidden.append(torch.cat(parts))
-            labels += [LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
-                       for t in reads_local]
+            labels += [
+                LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
+                for t in reads_local
+            ]
         return Reads(torch.cat(hidden), labels, run, ["separate"] * len(plans))
 
 
@@ -359,8 +375,10 @@ def _shift(labels: list[LabelTerm], by: int) -> list[LabelTerm]:
 
 def _relabel(labels: list[LabelTerm], requests: list[int], by: int) -> list[LabelTerm]:
     """Labels of a sub-run over ``requests`` (numbered 0..n-1 there), renumbered and shifted by ``by``."""
-    return [LabelTerm(requests[t.request], t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms])
-            for t in labels]
+    return [
+        LabelTerm(requests[t.request], t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms])
+        for t in labels
+    ]
 
 
 def _rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[LabelTerm]]:
@@ -377,8 +395,10 @@ def _rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...
             last = len(view.branch) - 1
             if all(len(lab) == 1 for lab in view.labels):
                 rows.append((view.branch, [last]))
-                labels += [LabelTerm(request, qi, vi, opt, [(n_reads, lab[0])])
-                           for lab, opt in zip(view.labels, view.option_index)]
+                labels += [
+                    LabelTerm(request, qi, vi, opt, [(n_reads, lab[0])])
+                    for lab, opt in zip(view.labels, view.option_index)
+                ]
                 n_reads += 1
                 continue
             for lab, opt in zip(view.labels, view.option_index):

@@ -7,8 +7,8 @@
 Both files hold ``logitjudge evaluate`` result rows (one JSON object per line with ``id`` and
 ``results: {evaluator: {score, passed, label, status, ...}}``), or a JSON file with such rows
 under ``results`` (the shape of a batch ``POST /api/v1/evaluate`` response, e.g. exported from
-the hosted API), or a ``benchmarks/quality.py`` JSON (its per-item rows). Items are joined on ``id``; an item or evaluator present on one side only is
-counted, never guessed.
+the hosted API), or a ``benchmarks/quality.py`` JSON (its per-item rows). Items are joined on
+``id``; an item or evaluator present on one side only is counted, never guessed.
 
 Per evaluator (both sides ``status: ok``):
 
