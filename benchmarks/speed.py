@@ -127,6 +127,12 @@ def main() -> None:
             row["packed_over_plain"] = row["packed_s"] / row["plain_s"]
             rows.append(row)
             print(fmt_row(row), flush=True)
+            write(args, engine, rows)
+    print("\n" + write(args, engine, rows))
+
+
+def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
+    """Write the JSON record and the markdown table (after every row); return the table."""
     device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
     record = {
         "command": "python benchmarks/speed.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v is not None),
@@ -141,7 +147,7 @@ def main() -> None:
     out.write_text(json.dumps(record, indent=2))
     table = markdown(rows)
     out.with_suffix(".md").write_text(table + "\n")
-    print("\n" + table)
+    return table
 
 
 HEADER = ("| state | N | packed tok | naive tok | token ratio | naive s | packed s | prefix_packed s | prefix_rows s "
