@@ -68,20 +68,33 @@ def error_json(exc: LogitJudgeError) -> str:
     )
 
 
+def _fail(message: str, error_type: str = "invalid_request_error", status: int = 2) -> int:
+    print(json.dumps({"detail": {"error_type": error_type, "message": message}}, ensure_ascii=False), file=sys.stderr)
+    return status
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text(encoding="utf-8")
+    try:
+        text = sys.stdin.read() if args.request == "-" else Path(args.request).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return _fail(f"{args.request}: cannot read the request: {exc}")
     try:
         body = json.loads(text)
     except json.JSONDecodeError as exc:
-        print(
-            json.dumps(
-                {"detail": {"error_type": "invalid_request_error", "message": f"{args.request}: not JSON: {exc}"}}
-            ),
-            file=sys.stderr,
-        )
-        return 2
-    judge = load_judge(args)
+        return _fail(f"{args.request}: not JSON: {exc}")
+    # Validate the body before loading the model: a bad request fails in a second, not after a load.
+    from pydantic import ValidationError
+
+    from logitjudge.judge import validation_error_to_request_error
+    from logitjudge.server.schemas import SystemOneRequest
+
     try:
+        SystemOneRequest.model_validate(body)
+    except ValidationError as exc:
+        print(error_json(validation_error_to_request_error(exc)), file=sys.stderr)
+        return 2
+    try:
+        judge = load_judge(args)
         response = judge.ask(body)
     except RequestError as exc:
         print(error_json(exc), file=sys.stderr)

@@ -242,7 +242,13 @@ def load_model(spec: str | None, *, device: str = "auto", dtype: str = "auto") -
     elif spec.endswith(".gguf") and Path(spec).is_file():
         path, name = convert_gguf(Path(spec)), Path(spec).stem.lower()
     else:
-        path, name = Path(spec), Path(spec.rstrip("/")).name or spec
+        if spec.startswith(("/", "./", "../", "~")) and not Path(spec).expanduser().exists():
+            raise UnsupportedModelError(f"no model at {spec!r}: not a model directory or a .gguf file")
+        path, name = Path(spec).expanduser(), Path(spec.rstrip("/")).name or spec
+    if not logger.isEnabledFor(logging.INFO):  # the "Loading weights" bar only with -v
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev)
     n_gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
