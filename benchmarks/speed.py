@@ -135,7 +135,7 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
     """Write the JSON record and the markdown table (after every row); return the table."""
     device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
     record = {
-        "command": "python benchmarks/speed.py " + " ".join(f"--{k} {v}" for k, v in vars(args).items() if v is not None),
+        "command": "python benchmarks/speed.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
         "engine": engine.describe(),
         "environment": {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
                         "threads": torch.get_num_threads(),
