@@ -38,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 OPERATIONS = (("POST", "/v1/systemone"), ("POST", "/api/v1/evaluate"), ("GET", "/v1/models"))
 MODES = ("positive", "pinned", "negative")
+SUITES = ("RAG", "Correctness", "Everything")
 
 
 @dataclass
@@ -120,9 +121,13 @@ def _pin(path: str, evaluators: list[str]) -> Any:
         if isinstance(case.body, dict):
             case.body = {**case.body, "model": "jev-latest"}
             if path == "/api/v1/evaluate":
+                # Suites, not explicit names: an explicitly named evaluator with a field missing is
+                # a 422 by design, and with random bodies nearly every case would stop there (a
+                # fresh-clone CI run once got 100 of 100 pinned cases as 422, so none reached the
+                # engine). Through a suite a missing field is a skip, and the case is answered.
                 chosen = case.body.get("evaluators")
-                n = len(chosen) if isinstance(chosen, list) and chosen else 1
-                case.body["evaluators"] = [evaluators[(n + i) % len(evaluators)] for i in range(min(n, 3))]
+                n = len(chosen) if isinstance(chosen, list) else 0
+                case.body["evaluators"] = [SUITES[n % len(SUITES)]]
         return case
 
     return pin
