@@ -2,7 +2,7 @@
 
 Command (the committed result was made with exactly this)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_load.py --clients 1 8 32 --duration 20
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_load.py --clients 1 8 32 --duration 15 --max-batch-tokens 4096
 
 For each mode the server runs as its own process (``python -m logitjudge.cli serve``) on a free
 loopback port, on the default model unless ``--model`` says otherwise:
