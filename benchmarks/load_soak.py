@@ -46,19 +46,8 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-QUESTIONS = {
-    "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
-    "team": {
-        "type": "choice",
-        "instructions": "Which team should handle the ticket?",
-        "criteria": {"Billing": "charges, invoices", "Shipping": "deliveries, couriers", "Support": None},
-    },
-    "anger": {
-        "type": "score",
-        "instructions": "How angry is the customer?",
-        "criteria": ["Calm", "Annoyed", "Furious"],
-    },
-}
+from serve_load import QUESTIONS  # the same ticket questions as the load benchmark (same folder)
+
 SMALL = "The parcel arrived broken and I want my money back."
 LARGE = " ".join(
     f"Message {i}: I wrote to you about order {4400 + i} because the courier left it in the rain again."
