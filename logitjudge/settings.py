@@ -40,3 +40,9 @@ def api_keys_from_env() -> tuple[str, ...]:
     if path:
         keys += read_api_keys_file(path)
     return tuple(keys)
+
+
+# An answer whose ``x_option_mass`` (the probability the model put on the answer labels before
+# renormalising over them) is below this is flagged: the prompt fits the model badly there, and
+# the renormalised probabilities rest on almost nothing (seen: 0.0019 at an 8,192-token state).
+LOW_OPTION_MASS = 0.05

@@ -23,7 +23,7 @@ import torch
 
 from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
-from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
+from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
 from logitjudge.engine.readout import Readout, distributions
@@ -202,6 +202,7 @@ class Engine:
             "source": self.lm.source,
             "device": str(self.lm.device),
             "dtype": str(self.lm.dtype).replace("torch.", ""),
+            "cpu_native_bf16": cpu_has_native_bf16(),
             "strategy": self.strategy,
             "attn": self.attn,
             "dense_mask_max_tokens": self.runner.dense_mask_max_tokens,

@@ -153,37 +153,50 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def cpu_has_native_bf16() -> bool:
-    """True when the CPU has bf16 instructions (AVX512-BF16 or AMX); else bf16 is emulated, slowly."""
+def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True when the CPU has bf16 instructions (AVX512-BF16 or AMX), read from ``cpuinfo``.
+
+    Informative only (reported by ``describe()``): it never changes the ``auto`` dtype, so the
+    same request gets the same answers on every CPU kind.
+    """
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        flags = cpuinfo.read_text()
     except OSError:
         return False
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """Pick the weights' dtype for a device.
 
-    ``"auto"``: bf16 on CUDA devices that support it, else fp16; on CPUs fp32 unless they have
-    native bf16 (on this project's 2-core AVX2 machines bf16 matmuls are emulated and several
-    times slower than fp32).
+    ``"auto"``: on CUDA bf16 where the GPU supports it, else fp16 (speed; ``--dtype float32`` for
+    bit-stable scores). On CPU **always fp32**, whatever the instruction set: isolation (an
+    answer does not depend on its sibling questions, their order or the batch it runs in) holds
+    to 1e-4 only in fp32; in bf16 packed and separate passes round differently and answers move
+    by up to a few hundredths (measured table: README, "Precision"). bf16/fp16 on CPU only when
+    asked for.
+
+    Raises:
+        UnsupportedModelError: ``dtype`` is not ``auto`` or one of :data:`DTYPES`.
     """
     if dtype != "auto":
         try:
-            return {
-                "float32": torch.float32,
-                "fp32": torch.float32,
-                "bfloat16": torch.bfloat16,
-                "bf16": torch.bfloat16,
-                "float16": torch.float16,
-                "fp16": torch.float16,
-            }[dtype]
+            return DTYPES[dtype]
         except KeyError:
             raise UnsupportedModelError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16") from None
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+    return torch.float32
 
 
 def placement(device: str, dev: torch.device, n_gpus: int) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,8 @@ from typing import Any
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import UnsupportedModelError
 
-PROMPT_VERSION = "lj-prompt-1"
+PROMPT_VERSION = "lj-prompt-1.1"
+"""1.1: labels that would clash with the options' own text are swapped (see :func:`label_clash`)."""
 
 SYSTEM_TEXT = (
     "You are a careful, impartial judge. Read the state, then answer the question about it. "
@@ -180,21 +182,30 @@ class PromptBuilder:
         return self.head_ids + self.encode_user("State:\n" + render_text(state) + "\n")
 
     def label_texts(self, question: Question) -> tuple[tuple[str, ...], tuple[Label, ...]]:
-        """The label strings shown in the prompt and their token ids, for each displayed position."""
+        """The label strings shown in the prompt and their token ids, for each displayed position.
+
+        noul: the Yes/No words. score: digits ``0..n-1``, or letters ``A..`` when a level's own
+        text starts with a digit (levels "1".."10" are never shown as "0. 1"). choice: letters,
+        or fixed-width numbers when an option's own name reads like a letter label ("A", "B)")
+        or when the tokenizer has too few single-token letter labels. See :func:`label_clash`.
+        """
         n = len(question.options)
         if question.type == "noul":
             yes, no = self.noul_labels
             return (self.tokenizer.decode(list(yes)).strip(), self.tokenizer.decode(list(no)).strip()), (yes, no)
+        texts = [render_text(o.name if question.type == "choice" else o.description) for o in question.options]
         if question.type == "score":
-            return tuple(str(i) for i in range(n)), self.score_labels[:n]
-        if n <= len(self.choice_labels):
+            if not label_clash("digits", texts):
+                return tuple(str(i) for i in range(n)), self.score_labels[:n]
+            return self.choice_label_texts[:n], self.choice_labels[:n]
+        if n <= len(self.choice_labels) and not label_clash("letters", texts):
             return self.choice_label_texts[:n], self.choice_labels[:n]
         width = len(str(n))
-        texts = tuple(str(i + 1).zfill(width) for i in range(n))
-        labels = tuple(self.boundary_label(t) for t in texts)
+        labels_text = tuple(str(i + 1).zfill(width) for i in range(n))
+        labels = tuple(self.boundary_label(t) for t in labels_text)
         if len(set(labels)) != n:
             raise UnsupportedModelError(f"the tokenizer cannot give {n} distinct answer labels")
-        return texts, labels
+        return labels_text, labels
 
     def view(self, question: Question, rotation: int = 0) -> View:
         """Render one question (optionally with its options rotated by ``rotation`` places).
@@ -235,10 +246,11 @@ class PromptBuilder:
                 lines.append(f"Question: {render_text(question.instructions)}")
             else:
                 lines.append("Question: Which level fits the state best?")
-            lines.append(f"Levels, from lowest (0) to highest ({n - 1}):")
+            lines.append(f"Levels, from lowest ({texts[0]}) to highest ({texts[n - 1]}):")
             for k in order:
-                lines.append(f"{k}. {render_text(question.options[k].description)}")
-            lines.append("Reply with the number of the level that fits best.")
+                lines.append(f"{texts[k]}. {render_text(question.options[k].description)}")
+            noun = "letter" if texts[0].isalpha() else "number"
+            lines.append(f"Reply with the {noun} of the level that fits best.")
             display_labels, option_index = labels, tuple(range(n))
         branch = self.encode_user("\n".join(lines)) + self.tail_ids
         return View(tuple(branch), tuple(display_labels), tuple(option_index))
@@ -247,6 +259,22 @@ class PromptBuilder:
         """The question's views: one, or ``question.rotations`` cyclic rotations (choice/score)."""
         k = 1 if question.type == "noul" else max(1, min(question.rotations, len(question.options)))
         return tuple(self.view(question, r) for r in range(k))
+
+
+_LETTER_LABEL = re.compile(r"[A-Z]{1,2}(?:[.):\]]|$)")
+
+
+def label_clash(kind: str, texts: list[str]) -> bool:
+    """True when an option's own text could be read as one of the ``kind`` labels beside it.
+
+    ``"digits"`` (score labels 0..9) clash with any text that starts with a digit; ``"letters"``
+    (choice labels A..) with any text that is, or starts with, one or two capitals followed by
+    ``.``, ``)``, ``:`` or ``]`` (``"A"``, ``"B)"``, ``"AB"``). Numbers inside a text never clash.
+    """
+    stripped = [t.strip() for t in texts]
+    if kind == "digits":
+        return any(t[:1].isdigit() for t in stripped)
+    return any(_LETTER_LABEL.match(t) for t in stripped)
 
 
 def is_prefix_free(labels: tuple[Label, ...] | list[Label]) -> bool:

@@ -6,8 +6,10 @@ a typed ``question``. The **state** is the JSON object of the data fields that a
 the fixed order input, output, expected, context (spec B.2); evaluator names, thresholds, ids,
 labels and any other field never enter it, so the state does not depend on which evaluators run.
 
-A field is *present* when it is not null and not empty (``""``, ``[]``, ``{}``): an empty
-context cannot be judged, so it counts as missing. ``context`` may be a list of chunks (strings,
+A field is *present* when it is not blank (:func:`is_present`: null, whitespace only, or a list
+or object of blanks): blank evidence cannot be judged, so it counts as missing. A context list
+that mixes real chunks with a blank one is refused (:meth:`Item.blank_chunks`): a blank chunk is
+never evidence, and silently dropping it would shift every chunk index after it. ``context`` may be a list of chunks (strings,
 or JSON objects/arrays), a single string (one chunk) or a single object (one chunk); the state
 always holds it as a list.
 
@@ -41,11 +43,17 @@ _RAGAS_NAMES: dict[str, tuple[str, ...]] = {
 
 
 def is_present(value: Any) -> bool:
-    """True unless ``value`` is None or an empty string, list or object."""
+    """True unless ``value`` is blank: None, a string that is empty after stripping whitespace, or
+    a list or object whose every element is blank (``[""]``, ``{"a": " "}``). Numbers and booleans
+    inside an object are present."""
     if value is None:
         return False
-    if isinstance(value, (str, list, dict)):
-        return len(value) > 0 if not isinstance(value, str) else value.strip() != ""
+    if isinstance(value, str):
+        return value.strip() != ""
+    if isinstance(value, list):
+        return any(is_present(v) for v in value)
+    if isinstance(value, dict):
+        return any(is_present(v) for v in value.values())
     return True
 
 
@@ -81,6 +89,13 @@ class Item(BaseModel):
     def has(self, field: str) -> bool:
         """True when ``field`` is present (see :func:`is_present`)."""
         return is_present(getattr(self, field))
+
+    def blank_chunks(self) -> list[int]:
+        """Indices of the chunks of a list context that are blank (see :func:`is_present`);
+        ``[]`` when the context is not a list."""
+        if not isinstance(self.context, list):
+            return []
+        return [i for i, chunk in enumerate(self.context) if not is_present(chunk)]
 
     def chunks(self) -> list[Text]:
         """The context as a list of chunks ([] when absent)."""

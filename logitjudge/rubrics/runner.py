@@ -29,6 +29,7 @@ __all__ = [
     "MissingFieldError",
     "plan_item",
     "finish_plan",
+    "lowest_option_mass",
     "check_thresholds",
     "run_plans",
     "run_items",
@@ -75,12 +76,26 @@ def plan_item(
 
     Raises:
         MissingFieldError: ``strict`` and an explicitly named evaluator lacks a required field.
+        InvalidRequestError: ``strict`` and a context chunk is blank (``field`` = ``context[i]``);
+            not ``strict``, the evaluators that read the context get an ``error`` result instead.
         InvalidRequestError: ``strict`` and the item's typed question is invalid.
     """
     plan = ItemPlan(item=item, state=item.state())
+    blank = item.blank_chunks()
+    if blank and strict:
+        raise InvalidRequestError(
+            f"context[{blank[0]}]: the chunk is empty after stripping whitespace; a blank chunk is never evidence "
+            "(remove it, or send no context)",
+            field=(*field_prefix, "context", blank[0]),
+        )
     for sel in selection:
         defn = sel.definition
         plan.order.append(defn.name)
+        if blank and "context" in (*defn.required, *defn.optional):
+            plan.early[defn.name] = errored(
+                defn, f"context[{blank[0]}] is empty after stripping whitespace; a blank chunk is never evidence"
+            )
+            continue
         missing = [f for f in defn.required if not item.has(f)]
         if missing:
             if strict and sel.explicit:
@@ -121,6 +136,17 @@ def check_thresholds(registry: Registry, thresholds: Mapping[str, float] | None)
     return out
 
 
+def lowest_option_mass(answers: Sequence[Mapping[str, Any]]) -> float | None:
+    """The lowest ``x_option_mass`` of an evaluator's answers (None when no answer carries one).
+
+    One figure per evaluator result: a per-chunk evaluator is as weak as its weakest chunk's
+    answer, and a low mass is what a reader must be warned about
+    (:data:`logitjudge.settings.LOW_OPTION_MASS`).
+    """
+    masses = [float(m) for a in answers if isinstance(m := a.get("x_option_mass"), (int, float))]
+    return min(masses) if masses else None
+
+
 def finish_plan(
     plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]
 ) -> ItemResult:
@@ -140,9 +166,13 @@ def finish_plan(
         for sel, ids in plan.owners:
             defn = sel.definition
             try:
-                results[defn.name] = score_answers(defn, [answers[i] for i in ids], thresholds.get(defn.name))
+                own = [answers[i] for i in ids]
+                scored = score_answers(defn, own, thresholds.get(defn.name))
             except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # a malformed answer
                 results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
+                continue
+            mass = lowest_option_mass(own)
+            results[defn.name] = scored if mass is None else scored.model_copy(update={"x_option_mass": mass})
     ordered = {name: results[name] for name in plan.order}
     verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
     return ItemResult(

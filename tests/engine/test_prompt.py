@@ -85,3 +85,36 @@ def test_rotated_views_keep_labels_with_positions(pb):
     assert len(views) == 3
     assert [v.option_index for v in views] == [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
     assert all(v.labels == views[0].labels for v in views)  # A, B, C by displayed position
+
+
+def _shown(pb, tokenizer, q: Question) -> str:
+    return tokenizer.decode(list(pb.view(q).branch[: -len(pb.tail_ids)]))
+
+
+def test_numeric_score_levels_get_labels_that_cannot_clash(pb, tokenizer):
+    """Issue 10: levels "1".."10" were shown as "0. 1" .. "9. 10": the digit labels contradicted the
+    user's own numbers. Levels whose text starts with a digit get letter labels; others keep digits."""
+    numeric = Question("score", "Rate it", tuple(Option(str(i), str(i + 1)) for i in range(10)))
+    text = _shown(pb, tokenizer, numeric)
+    assert "0. 1" not in text and "9. 10" not in text
+    assert "A. 1\n" in text and "J. 10\n" in text and "from lowest (A) to highest (J)" in text
+    assert "letter of the level" in text
+    assert pb.view(numeric).labels == pb.choice_labels[:10]
+    for levels in (["1 - poor", "2 - fair", "3 - good"], ["0%", "50%", "100%"]):
+        q = Question("score", "Rate it", tuple(Option(str(i), t) for i, t in enumerate(levels)))
+        assert pb.view(q).labels == pb.choice_labels[: len(levels)]
+    worded = Question("score", "Rate it", tuple(Option(str(i), t) for i, t in enumerate(["low", "mid", "high"])))
+    assert "0. low\n1. mid\n2. high" in _shown(pb, tokenizer, worded)
+    assert pb.view(worded).labels == pb.score_labels[:3]
+
+
+def test_letter_named_choice_options_get_number_labels(pb, tokenizer):
+    """The same class for choice: options named "A", "B)" would read "A. B", "B. A"."""
+    for names in (["B", "A", "C"], ["A)", "B)"], ["AB", "CD", "EF"]):
+        q = Question("choice", "Which?", tuple(Option(n) for n in names))
+        text = _shown(pb, tokenizer, q)
+        assert all(f"{i + 1}. {n}" in text for i, n in enumerate(names)), text
+        assert "number of the best option" in text
+        assert len(set(pb.view(q).labels)) == len(names)
+    plain = Question("choice", "Which?", tuple(Option(n) for n in ["Billing", "I think so", "1", "Apple"]))
+    assert pb.view(plain).labels == pb.choice_labels[:4]

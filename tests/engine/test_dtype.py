@@ -1,0 +1,82 @@
+"""dtype policy: ``auto`` is fp32 on every CPU (exact isolation), bf16 only when asked, with its
+measured bound.
+
+Machines of the same kind differ in CPU (AVX2 only, or AVX-512 with bf16). The first test forces
+the bf16-capable CPU branch on any machine, so it cannot skip: before this policy, ``auto``
+picked bf16 on such CPUs and the packed-vs-separate parity of the default model broke (0.026).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from logitjudge.engine import model as model_mod
+from logitjudge.engine.core import TOLERANCES, Engine, tolerance_for
+from logitjudge.engine.types import EngineRequest
+from test_parity import QUESTIONS, STATE, max_diff
+
+BF16_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_bf16 amx_tile\n"
+AVX2_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"
+
+
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_auto_is_float32_on_a_cpu_with_native_bf16(monkeypatch, native_bf16):
+    """Forces each branch of the CPU probe, whatever this machine's CPU is."""
+    monkeypatch.setattr(model_mod, "cpu_has_native_bf16", lambda *_: native_bf16)
+    assert model_mod.resolve_dtype("auto", torch.device("cpu")) is torch.float32
+    # asked for, half precision is honoured on CPU
+    assert model_mod.resolve_dtype("bfloat16", torch.device("cpu")) is torch.bfloat16
+    assert model_mod.resolve_dtype("fp16", torch.device("cpu")) is torch.float16
+
+
+def test_cpu_bf16_probe_reads_the_flags(tmp_path):
+    for flags, native in ((BF16_CPUINFO, True), (AVX2_CPUINFO, False)):
+        cpuinfo = tmp_path / f"cpuinfo-{native}"
+        cpuinfo.write_text(flags)
+        assert model_mod.cpu_has_native_bf16(cpuinfo) is native
+    assert model_mod.cpu_has_native_bf16(tmp_path / "missing") is False
+
+
+def test_default_judge_with_no_arguments_is_float32_on_cpu(default_judge):
+    described = default_judge.describe()
+    if not described["device"].startswith("cpu"):
+        pytest.skip("the default judge runs on a GPU here; CUDA keeps bf16 by default")
+    assert described["dtype"] == "float32"
+    assert isinstance(described["cpu_native_bf16"], bool)
+    assert default_judge.engine.self_check() <= tolerance_for(torch.float32) == 1e-4
+
+
+def _isolation(engine: Engine) -> dict[str, float]:
+    def probs(questions, strategy="packed"):
+        plan = engine.plan(EngineRequest(STATE, tuple(questions)))
+        return [a.probabilities for a in engine.run_plans([plan], strategy)[0].answers]
+
+    full = probs(QUESTIONS)
+    short = EngineRequest("A short note: the lamp is fine.", QUESTIONS[2:])
+    together = engine.run_plans([engine.plan(short), engine.plan(EngineRequest(STATE, QUESTIONS))], "packed")[0]
+    alone = engine.run_plans([engine.plan(short)], "packed")[0]
+    return {
+        "packed vs separate": max_diff(full, probs(QUESTIONS, "separate")),
+        "reorder": max_diff(full, probs(QUESTIONS[::-1])[::-1]),
+        "duplicate": max_diff(*([p] for p in probs((QUESTIONS[1], QUESTIONS[1])))),
+        "batch": max_diff([a.probabilities for a in together.answers], [a.probabilities for a in alone.answers]),
+    }
+
+
+@pytest.fixture(scope="module")
+def bf16_engine():
+    return Engine.load(None, device="cpu", dtype="bfloat16", strategy="packed", self_check=False)
+
+
+def test_bf16_isolation_is_within_its_measured_bound(bf16_engine, default_engine):
+    """bf16 on CPU moves answers (rounding over different shapes), by at most the measured bound
+    (benchmarks/results/dtype-parity-cpu.md); fp32 through ``Judge.load()`` stays within 1e-4."""
+    assert bf16_engine.lm.dtype is torch.bfloat16
+    bound = TOLERANCES[torch.bfloat16]
+    got = _isolation(bf16_engine)
+    assert max(got.values()) <= bound, got
+    assert bf16_engine.self_check() <= bound
+    exact = _isolation(default_engine)
+    assert default_engine.lm.dtype is torch.float32
+    assert max(exact.values()) <= 1e-4, exact
