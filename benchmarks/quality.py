@@ -1,53 +1,81 @@
 """Quality: agreement with real labels and calibration, on every labelled dev set.
 
-    python benchmarks/quality.py [--model PATH] [--limit 24] [--rotations 1] [--calibration calib.json]
-                                 [--sets vitaminc,qags] [--tag NAME]
+    python benchmarks/quality.py [--model PATH] [--dtype auto|float32|bfloat16|float16] [--device auto]
+                                 [--limit N] [--seed 0] [--resamples 1000] [--rotations 1]
+                                 [--calibration calib.json] [--sets vitaminc,qags] [--tag NAME]
+    python benchmarks/quality.py --rebuild benchmarks/results/quality-<model>.json   # tables again, no model
 
 Each ``dev.jsonl`` in ``shared/data`` (read-only; see its SOURCE.md) runs through
 :func:`logitjudge.rubrics.api.evaluate` with ``evaluators="auto"`` (each row's own evaluator;
-typed-question rows run ``typed_question``). ``--limit N`` takes N rows per set, stratified:
-round-robin over the gold label (and question type), so both labels appear; WikiEval takes whole
-pairs, round-robin over its three evaluators. Metrics per set and evaluator (typed sets: per
-question type):
+typed-question rows run ``typed_question``).
 
-- ``acc``: pairwise accuracy for WikiEval pairs (RAGAS protocol; ties 1/2), chunk accuracy for
-  chunk_support, accuracy at the pass threshold for binary labels, exact accuracy for typed
-  questions -- all from :func:`logitjudge.rubrics.aggregate.summarize`;
-- ``AUROC`` of P(pass) against a binary label (aggregate);
-- ``Brier`` and ``ECE`` (10 bins) of the distributions against gold
-  (:mod:`logitjudge.rubrics.samples`; rubric scores judged against a binary label: Brier and
-  ECE of the 0..1 score, as aggregate's ECE);
-- ``len``: the length baseline beside it ("the shorter text passes": AUROC, or pairwise
-  accuracy for pairs; aggregate);
-- ``ref``: published reference points (RAGAS paper, WikiEval: faithfulness 0.95, answer
-  relevance 0.78, context relevance 0.70);
-- ``items/s`` and input tokens per item.
+**Sample.** ``--limit N`` takes N rows per set with
+:func:`logitjudge.rubrics.samples.stratified_sample`: a seeded shuffle (``--seed``) stratified by
+(question type, gold value, source), proportional allocation by largest remainder, so the
+sample's shares of each type, gold value and source (QAGS cnndm/xsum, sys1bench tickets/phishing,
+jevbench domains, EVOUNA systems) are the file's within about one row. WikiEval pairs are taken
+whole. Without ``--limit``: every row.
 
-Writes ``benchmarks/results/quality-<model>[-<tag>].json`` (config, environment, metrics,
-per-item result rows) and ``.md`` (the table), and prints the table.
+**Figures.** One metric per column, defined in each table's header; four tables by kind of label:
+
+- *binary labels* (faithfulness, answer_correctness, context_recall, typed yes/no): AUROC of
+  P(pass) (the result's 0..1 score; typed yes/no: P(yes)) against gold; the length baseline:
+  AUROC of the judged text's length as a score, in its better direction (named: ``shorter`` or
+  ``longer`` passes); the model's AUROC minus the baseline's on the same resamples; accuracy at
+  the evaluator's threshold (typed yes/no: 0.5); Brier and ECE (10 bins) of P(pass);
+- *three-way chunk support* (VitaminC): chunk label accuracy, macro-F1, the majority-label
+  baseline, and NLL / multi-class Brier / top-label ECE of the 3-way distribution;
+- *choice and score* (typed questions): exact accuracy (argmax = gold), chance (mean 1/k),
+  NLL of the gold option, multi-class Brier, top-label ECE, and (scores) the mean absolute error
+  of the expected level;
+- *pairs* (WikiEval, RAGAS protocol): pairwise accuracy (the preferred item scores higher; ties
+  1/2), the pairwise length baseline in its better direction, the difference, published figures.
+
+Every figure carries its n and a 95% percentile bootstrap interval (``--resamples`` draws of
+whole source items, seeded by ``--seed``; :func:`logitjudge.rubrics.samples.bootstrap_interval`).
+A figure on fewer than 20 items (pairs, chunks) is marked ``†``. Point estimates use
+scikit-learn (``roc_auc_score``, ``accuracy_score``, ``brier_score_loss``, ``f1_score``) or
+:mod:`logitjudge.rubrics.samples`; draws use the same definitions on numpy arrays.
+
+Writes ``benchmarks/results/quality-<model>[-<tag>].json`` (command, config, environment with
+hardware, dtype, model name and fingerprint, metrics, per-item result rows) and ``.md`` (the
+tables), and prints the tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from sklearn.metrics import brier_score_loss
+import numpy as np
+from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, roc_auc_score
 
-from logitjudge.rubrics.aggregate import gold_of, summarize
+from logitjudge.rubrics.aggregate import expected_calibration_error, gold_of, summarize
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.cli import _text_len, res_field
-from logitjudge.rubrics.samples import sample_metrics, samples_from_rows
+from logitjudge.rubrics.samples import (
+    auroc,
+    bootstrap_interval,
+    item_group,
+    length_baseline_auroc,
+    length_baseline_pairwise,
+    sample_arrays,
+    samples_from_rows,
+    stratified_sample,
+)
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SMALL_N = 20
+"""Figures on fewer items than this are marked with a dagger."""
 
 REFERENCES: dict[tuple[str, str], tuple[float, str]] = {
     ("wikieval", "faithfulness"): (0.95, "RAGAS paper (gpt-3.5), WikiEval pairwise"),
@@ -57,47 +85,227 @@ REFERENCES: dict[tuple[str, str], tuple[float, str]] = {
 """Published figures to show beside ours: (set, evaluator) -> (value, source)."""
 
 
-# -- selecting rows ----------------------------------------------------------------------------
+def select_rows(rows: Sequence[dict[str, Any]], limit: int | None, seed: int = 0) -> list[dict[str, Any]]:
+    """``limit`` rows, stratified and seeded (see the module docstring); all when None."""
+    return [dict(r) for r in stratified_sample(rows, limit, seed=seed)]
 
 
-def _stratum(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    gold = row.get("gold") or {}
-    qtype = (row.get("question") or {}).get("type")
-    for key in ("faithful", "correct", "recall", "label"):
-        if key in gold:
-            return (row.get("evaluator"), qtype, str(gold[key]))
-    return (row.get("evaluator"), qtype, str(gold.get("answer")))
+# -- per-unit data -----------------------------------------------------------------------------
 
 
-def _round_robin(groups: Iterable[list[Any]], limit: int) -> list[Any]:
-    queues = [list(g) for g in groups]
-    out: list[Any] = []
-    while len(out) < limit and any(queues):
-        for q in queues:
-            if q and len(out) < limit:
-                out.append(q.pop(0))
-    return out
+def _judged_length(name: str, lengths: Mapping[str, Any]) -> float:
+    """Characters of the text the evaluator judges (the context for retrieval evaluators, else
+    the output), NaN when unknown; as :func:`logitjudge.rubrics.aggregate._judged_length`."""
+    key = "context" if name.startswith(("chunk_relevance", "context_")) else "output"
+    value = lengths.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
 
 
-def select_rows(rows: Sequence[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
-    """``limit`` rows, stratified (see the module docstring), in the file's order; all when None."""
-    if limit is None or limit >= len(rows):
-        return list(rows)
-    if any("pair" in (r.get("gold") or {}) for r in rows):
-        pairs: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-        for r in rows:
-            pairs[str(r.get("evaluator"))][str(r["gold"].get("pair", r["id"]))].append(r)
-        chosen = _round_robin((list(p.values()) for p in pairs.values()), max(1, limit // 2))
-        keep = {id(r) for pair in chosen for r in pair}
-    else:
-        strata: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-        for r in rows:
-            strata[_stratum(r)].append(r)
-        keep = {id(r) for r in _round_robin(strata.values(), limit)}
-    return [r for r in rows if id(r) in keep]
+def _binary_units(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Items with a binary gold label: group, P(pass), predicted pass, gold, judged length."""
+    out: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        res, gold = r["results"][name], r.get("gold") or {}
+        if res.get("status") != "ok":
+            continue
+        answer = res.get("answer")
+        if answer is not None:  # typed yes/no: P(yes) against gold.answer
+            if answer.get("type") != "noul" or gold.get("unknown") or not isinstance(gold.get("answer"), bool):
+                continue
+            p, g, pred = float(answer["noul"]), gold["answer"], float(answer["noul"]) >= 0.5
+        else:
+            g = (gold.get("passed") or {}).get(name)
+            if not isinstance(g, bool) or res.get("score") is None or res.get("passed") is None:
+                continue
+            p, pred = float(res["score"]), bool(res["passed"])
+        for key, value in (
+            ("group", item_group(r["id"])),
+            ("p", p),
+            ("pred", pred),
+            ("gold", g),
+            ("length", _judged_length(name, r.get("x_lengths") or {})),
+        ):
+            out[key].append(value)
+    return {k: np.asarray(v) for k, v in out.items()}
 
 
-# -- metrics -----------------------------------------------------------------------------------
+def _pair_units(name: str, rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Complete pairs: group, win (1, 1/2 on ties, 0), preferred-is-shorter (same scale)."""
+    members: dict[str, list[tuple[bool, float, float]]] = defaultdict(list)
+    for r in rows:
+        res, pair = r["results"][name], ((r.get("gold") or {}).get("pair") or {}).get(name)
+        if pair is None or res.get("status") != "ok":
+            continue
+        value = res.get("x_soft_score", res.get("score"))
+        if value is not None:
+            members[pair[0]].append((bool(pair[1]), float(value), _judged_length(name, r.get("x_lengths") or {})))
+    out: dict[str, list[Any]] = defaultdict(list)
+    for pair_id, m in members.items():
+        good, bad = [x for x in m if x[0]], [x for x in m if not x[0]]
+        if len(good) == 1 and len(bad) == 1:
+            (_, gv, gn), (_, bv, bn) = good[0], bad[0]
+            out["group"].append(item_group(pair_id))
+            out["win"].append(1.0 if gv > bv else 0.5 if gv == bv else 0.0)
+            out["lengths"].append((gn, bn))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _chunk_units(name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[dict[str, np.ndarray], list[Any]]:
+    """Chunks with a gold label: group, predicted and gold label; and their 3-way samples."""
+    out: dict[str, list[Any]] = defaultdict(list)
+    for r in rows:
+        res, gold = r["results"][name], ((r.get("gold") or {}).get("chunks") or {}).get(name)
+        details = res.get("details") or []
+        if res.get("status") == "ok" and gold and len(gold) == len(details):
+            for d, g in zip(details, gold):
+                out["group"].append(item_group(r["id"]))
+                out["pred"].append(d["label"])
+                out["gold"].append(g)
+    samples = [s for s in samples_from_rows(rows) if s.source == name and len(s.probs) == 3]
+    return {k: np.asarray(v) for k, v in out.items()}, samples
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+
+class _Figures:
+    """Builds figure records: point value, n, bootstrap interval over one set of units."""
+
+    def __init__(self, groups: np.ndarray, resamples: int, seed: int) -> None:
+        self.groups, self.resamples, self.seed = groups, resamples, seed
+        self.out: dict[str, dict[str, Any]] = {}
+
+    def add(
+        self, name: str, value: float | None, draw: Callable[[np.ndarray], float | None], n: int, **extra: Any
+    ) -> None:
+        ci = None
+        if value is not None and n > 0:
+            ci = bootstrap_interval(draw, list(self.groups), resamples=self.resamples, seed=self.seed)
+        self.out[name] = {
+            "name": name,
+            "value": None if value is None else float(value),
+            "n": n,
+            "lo": ci["lo"] if ci else None,
+            "hi": ci["hi"] if ci else None,
+            "resamples": ci["resamples"] if ci else 0,
+            **extra,
+        }
+
+
+def _mean(x: np.ndarray) -> Callable[[np.ndarray], float | None]:
+    return lambda idx: float(x[idx].mean()) if len(idx) else None
+
+
+def _binary_figures(u: dict[str, np.ndarray], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    n = len(u.get("gold", []))
+    figs = _Figures(u.get("group", np.asarray([])), resamples, seed)
+    if not n:
+        return figs.out
+    p, pred, gold, length = u["p"].astype(float), u["pred"].astype(bool), u["gold"].astype(bool), u["length"]
+    two = len(set(gold.tolist())) == 2
+    figs.add("auroc", roc_auc_score(gold, p) if two else None, lambda i: auroc(gold[i], p[i]), n)
+    known = ~np.isnan(length)
+    base = length_baseline_auroc(gold[known].tolist(), length[known].tolist()) if known.any() else None
+    if base is not None:
+        sign = 1.0 if base[1] == "longer" else -1.0
+
+        def base_draw(i: np.ndarray) -> float | None:
+            k = i[known[i]]
+            return auroc(gold[k], sign * length[k])
+
+        def delta_draw(i: np.ndarray) -> float | None:
+            k = i[known[i]]
+            a, b = auroc(gold[k], p[k]), auroc(gold[k], sign * length[k])
+            return None if a is None or b is None else a - b
+
+        nk = int(known.sum())
+        figs.add("length_baseline_auroc", base[0], base_draw, nk, direction=base[1])
+        model_known = roc_auc_score(gold[known], p[known])
+        figs.add("auroc_minus_length_baseline", model_known - base[0], delta_draw, nk, direction=base[1])
+    figs.add("accuracy", accuracy_score(gold, pred), _mean((gold == pred).astype(float)), n)
+    figs.add("brier", brier_score_loss(gold, p), _mean((p - gold) ** 2), n)
+    figs.add(
+        "ece",
+        expected_calibration_error(p.tolist(), gold.tolist()),
+        lambda i: expected_calibration_error(p[i].tolist(), gold[i].tolist()),
+        n,
+    )
+    return figs.out
+
+
+def _pair_figures(u: dict[str, np.ndarray], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
+    n = len(u.get("win", []))
+    figs = _Figures(u.get("group", np.asarray([])), resamples, seed)
+    if not n:
+        return figs.out
+    win = u["win"].astype(float)
+    figs.add("pairwise_accuracy", win.mean(), _mean(win), n)
+    known = [(a, b) for a, b in u["lengths"].tolist() if a == a and b == b]  # NaN != NaN
+    base = length_baseline_pairwise(known) if len(known) == n else None
+    if base is not None:
+        pref, other = u["lengths"][:, 0], u["lengths"][:, 1]
+        shorter = np.where(pref < other, 1.0, np.where(pref == other, 0.5, 0.0))
+        hit = shorter if base[1] == "shorter" else 1.0 - shorter
+        figs.add("length_baseline_pairwise_accuracy", base[0], _mean(hit), n, direction=base[1])
+        figs.add("pairwise_minus_length_baseline", win.mean() - base[0], _mean(win - hit), n, direction=base[1])
+    return figs.out
+
+
+def _distribution_figures(figs: _Figures, samples: Sequence[Any], n: int) -> None:
+    """NLL, Brier and ECE of labelled distributions whose units are the figure's units."""
+    arr = sample_arrays(samples)
+    figs.add("nll", arr["nll"].mean(), _mean(arr["nll"]), n)
+    figs.add("brier", arr["brier"].mean(), _mean(arr["brier"]), n)
+    score, truth = arr["score"], arr["truth"]
+    figs.add(
+        "ece",
+        expected_calibration_error(score.tolist(), truth.tolist()),
+        lambda i: expected_calibration_error(score[i].tolist(), truth[i].tolist()),
+        n,
+    )
+
+
+def _chunk_figures(name: str, rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    u, samples = _chunk_units(name, rows)
+    n = len(u.get("gold", []))
+    figs = _Figures(u.get("group", np.asarray([])), resamples, seed)
+    if not n:
+        return figs.out
+    pred, gold = u["pred"], u["gold"]
+    labels = sorted(set(gold.tolist()) | set(pred.tolist()))
+    figs.add("chunk_accuracy", accuracy_score(gold, pred), _mean((pred == gold).astype(float)), n)
+    figs.add(
+        "chunk_macro_f1",
+        f1_score(gold, pred, labels=labels, average="macro", zero_division=0),
+        lambda i: float(f1_score(gold[i], pred[i], labels=labels, average="macro", zero_division=0)),
+        n,
+    )
+    majority, _ = Counter(gold.tolist()).most_common(1)[0]
+    figs.add("majority_baseline_accuracy", float((gold == majority).mean()), _mean((gold == majority) * 1.0), n,
+             label=majority)
+    if len(samples) == n:  # one 3-way distribution per chunk, in the same order
+        _distribution_figures(figs, samples, n)
+    return figs.out
+
+
+def _typed_figures(rows: Sequence[Mapping[str, Any]], qtype: str, resamples: int, seed: int) -> dict[str, Any]:
+    samples = [s for s in samples_from_rows(rows) if s.type == qtype]
+    figs = _Figures(np.asarray([item_group(s.id) for s in samples]), resamples, seed)
+    n = len(samples)
+    if not n:
+        return figs.out
+    arr = sample_arrays(samples)
+    figs.add("accuracy", arr["hit"].mean(), _mean(arr["hit"].astype(float)), n)
+    chance = np.asarray([1.0 / len(s.probs) for s in samples])
+    figs.add("chance_accuracy", chance.mean(), _mean(chance), n)
+    _distribution_figures(figs, samples, n)
+    if qtype == "score":
+        err = np.asarray([abs(sum(i * p for i, p in enumerate(s.probs)) - s.gold) for s in samples])
+        figs.add("mae_level", err.mean(), _mean(err), n)
+    return figs.out
+
+
+# -- metric rows -------------------------------------------------------------------------------
 
 
 def _group_key(record: Mapping[str, Any], name: str) -> str:
@@ -107,21 +315,16 @@ def _group_key(record: Mapping[str, Any], name: str) -> str:
     return name
 
 
-def _accuracy(summary: Any, key: str) -> tuple[float | None, str]:
-    if key.startswith("typed_question:"):
-        return summary.value(f"accuracy_{key.split(':')[1]}"), "exact"
-    for metric, kind in (
-        ("pairwise_accuracy", "pairwise"),
-        ("chunk_accuracy", "3-way"),
-        ("accuracy", "at threshold"),
-    ):
-        if summary.value(metric) is not None:
-            return summary.value(metric), kind
-    return None, ""
+def group_metrics(
+    set_name: str, records: list[dict[str, Any]], *, resamples: int = 1000, seed: int = 0
+) -> list[dict[str, Any]]:
+    """Metric rows of one set: one per (evaluator or typed question type, kind of label).
 
-
-def group_metrics(set_name: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One metrics row per evaluator (typed questions: per question type) of one set."""
+    Kinds: ``binary``, ``three_way``, ``choice``, ``score``, ``pairwise`` (see the module
+    docstring). Each row holds ``figures`` (name -> value, n, lo, hi, resamples[, direction])
+    and, flat for older readers (``benchmarks/rotations.py``), ``accuracy``, ``auroc``,
+    ``brier``, ``ece``, ``nll`` and ``length_baseline``.
+    """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         for name in rec.get("results", {}):
@@ -129,58 +332,63 @@ def group_metrics(set_name: str, records: list[dict[str, Any]]) -> list[dict[str
     out = []
     for key, rows in groups.items():
         name = key.split(":")[0]
-        summary = summarize(rows)[name]
-        acc, acc_kind = _accuracy(summary, key)
-        samples = samples_from_rows(rows)
-        cal: dict[str, Any] = {}
-        by_count = {len(s.probs) for s in samples}
-        if len(by_count) == 1 or (by_count and 2 not in by_count):
-            cal = sample_metrics(samples)
-        elif summary.value("ece") is not None:  # a rubric score against a binary label
-            scored = [
-                (r["results"][name]["score"], r["gold"]["passed"][name])
-                for r in rows
-                if r["results"][name].get("score") is not None
-                and name in (r.get("gold") or {}).get("passed", {})
-            ]
-            cal = {
-                "n": len(scored),
-                "ece": summary.value("ece"),
-                "brier": float(brier_score_loss([g for _, g in scored], [s for s, _ in scored])),
-            }
-        length = summary.value("length_baseline_pairwise_accuracy")
-        if length is None:
-            length = summary.value("length_baseline_auroc")
+        kinds: list[tuple[str, dict[str, Any]]] = []
+        if key in ("typed_question:choice", "typed_question:score"):
+            kinds.append((key.split(":")[1], _typed_figures(rows, key.split(":")[1], resamples, seed)))
+        elif name == "chunk_support":
+            kinds.append(("three_way", _chunk_figures(name, rows, resamples, seed)))
+        else:
+            kinds.append(("binary", _binary_figures(_binary_units(name, rows), resamples, seed)))
+            kinds.append(("pairwise", _pair_figures(_pair_units(name, rows), resamples, seed)))
         ref = REFERENCES.get((set_name, name))
         tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in rows)
-        out.append(
-            {
-                "set": set_name,
-                "group": key,
-                "n": summary.n,
-                "accuracy": acc,
-                "accuracy_kind": acc_kind,
-                "auroc": summary.value("auroc"),
-                "brier": cal.get("brier"),
-                "ece": cal.get("ece"),
-                "nll": cal.get("nll"),
-                "calibration_n": cal.get("n"),
-                "length_baseline": length,
-                "reference": ref[0] if ref else None,
-                "reference_source": ref[1] if ref else None,
-                "tokens_per_item": round(tokens / max(1, len(rows)), 1),
-                "summary": summary.model_dump(mode="json"),
-            }
-        )
+        summary = summarize(rows)[name]
+        unknown = summary.value("gold_unknown")
+        if not any(figs for _, figs in kinds):  # said in a note under the tables, not dropped
+            kinds = [("unscored", {})]
+        for kind, figs in kinds:
+            if not figs and kind != "unscored":
+                continue
+
+            def v(metric: str, figs: dict[str, Any] = figs) -> float | None:
+                return figs[metric]["value"] if metric in figs else None
+
+            length = figs.get("length_baseline_auroc") or figs.get("length_baseline_pairwise_accuracy") or {}
+            out.append(
+                {
+                    "set": set_name,
+                    "group": key,
+                    "kind": kind,
+                    "n": max((f["n"] for f in figs.values()), default=0),
+                    "rows": len(rows),
+                    "figures": figs,
+                    "accuracy": v("accuracy") if kind != "three_way" else v("chunk_accuracy"),
+                    "auroc": v("auroc"),
+                    "brier": v("brier"),
+                    "ece": v("ece"),
+                    "nll": v("nll"),
+                    "length_baseline": length.get("value"),
+                    "length_direction": length.get("direction"),
+                    "gold_unknown": int(unknown) if unknown else 0,
+                    "errors": summary.errors,
+                    "reference": ref[0] if ref and kind == "pairwise" else None,
+                    "reference_source": ref[1] if ref and kind == "pairwise" else None,
+                    "tokens_per_item": round(tokens / max(1, len(rows)), 1),
+                    "summary": summary.model_dump(mode="json"),
+                }
+            )
     return out
 
 
 # -- running -----------------------------------------------------------------------------------
 
 
-def run_set(judge: Any, path: Path, limit: int | None, batch_size: int) -> tuple[list[dict[str, Any]], float]:
+def run_set(
+    judge: Any, path: Path, limit: int | None, batch_size: int, seed: int = 0
+) -> tuple[list[dict[str, Any]], float]:
     """Evaluate one set; returns the result rows (as ``logitjudge evaluate`` writes them) and seconds."""
-    rows = select_rows([json.loads(line) for line in path.read_text().splitlines() if line.strip()], limit)
+    data = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = select_rows(data, limit, seed)
     t0 = time.perf_counter()
     run = evaluate(judge, rows, "auto", batch_size=batch_size)
     elapsed = time.perf_counter() - t0
@@ -197,52 +405,196 @@ def run_set(judge: Any, path: Path, limit: int | None, batch_size: int) -> tuple
     return records, elapsed
 
 
+def hardware(engine: Mapping[str, Any]) -> dict[str, Any]:
+    """CPU model and cores, and the GPU's name and memory when the engine runs on CUDA."""
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    out: dict[str, Any] = {"cpu": cpu or "unknown", "cpu_cores": os.cpu_count(), "device": engine.get("device")}
+    if str(engine.get("device", "")).startswith("cuda"):
+        import torch
+
+        dev = torch.device(str(engine["device"]))
+        props = torch.cuda.get_device_properties(dev.index or 0)
+        out["gpu"] = props.name
+        out["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+    return out
+
+
 def _fmt(x: float | None, digits: int = 3) -> str:
     return "–" if x is None else f"{x:.{digits}f}"
 
 
-def markdown_table(record: Mapping[str, Any]) -> str:
-    cfg = record["config"]
-    head = (
-        f"Model `{record['environment']['engine']['model']}` ({record['environment']['engine']['dtype']}, "
-        f"{record['environment']['engine']['device']}), rotations {cfg['rotations']}, "
-        f"calibration {cfg['calibration'] or 'none'}; "
-        + (
-            f"**--limit {cfg['limit']} rows per set** (stratified by gold label; WikiEval: whole pairs), "
-            "so every figure has a wide error bar (see `stderr` in the JSON)."
-            if cfg["limit"]
-            else "all rows."
-        )
+def _cell(fig: Mapping[str, Any] | None, *, direction: bool = False) -> str:
+    """``0.562 [0.41, 0.71]``, with a dagger under SMALL_N and the baseline's direction."""
+    if not fig or fig.get("value") is None:
+        return "–"
+    text = _fmt(fig["value"]) + ("†" if fig["n"] < SMALL_N else "")
+    if fig.get("lo") is not None:
+        text += f" [{fig['lo']:.2f}, {fig['hi']:.2f}]"
+    if direction and fig.get("direction"):
+        text += f" {fig['direction']}"
+    return text
+
+
+TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
+    (
+        "binary",
+        "Binary labels",
+        "AUROC: of P(pass) (the result's 0..1 score; typed yes/no: P(yes)) against the gold label. "
+        "Length baseline: AUROC of the judged text's length (the output; the context for retrieval "
+        "evaluators) as a score, in its better direction (shorter / longer passes). Δ: AUROC minus "
+        "the length baseline on the same items and resamples (> 0 with the interval above 0: beats "
+        "it). Accuracy: passed vs gold at the evaluator's threshold (typed yes/no: P(yes) ≥ 0.5). "
+        "Brier, ECE (10 equal-width bins): of P(pass).",
+        [
+            ("AUROC", "auroc", False),
+            ("length baseline AUROC", "length_baseline_auroc", True),
+            ("Δ AUROC − length", "auroc_minus_length_baseline", False),
+            ("accuracy", "accuracy", False),
+            ("Brier", "brier", False),
+            ("ECE", "ece", False),
+        ],
+    ),
+    (
+        "three_way",
+        "Three-way chunk support (supports / contradicts / unrelated), per chunk",
+        "Accuracy: the chunk label equals gold. Macro-F1 over the three labels. Majority baseline: "
+        "accuracy of always answering the most frequent gold label. NLL of the gold label, "
+        "multi-class Brier (Σₖ (pₖ − yₖ)²) and top-label ECE of the 3-way distribution.",
+        [
+            ("3-way accuracy", "chunk_accuracy", False),
+            ("macro-F1", "chunk_macro_f1", False),
+            ("majority baseline", "majority_baseline_accuracy", False),
+            ("NLL", "nll", False),
+            ("Brier", "brier", False),
+            ("ECE", "ece", False),
+        ],
+    ),
+    (
+        "choice|score",
+        "Choice and score questions (typed), exact answer",
+        "Accuracy: the most probable option (level) is the gold one. Chance: mean 1/k over the "
+        "items. NLL of the gold option, multi-class Brier, top-label ECE. MAE: |Σᵢ i·pᵢ − gold level| "
+        "(scores only). Items whose gold is 'unknown' (jevbench) are left out.",
+        [
+            ("accuracy", "accuracy", False),
+            ("chance", "chance_accuracy", False),
+            ("NLL", "nll", False),
+            ("Brier", "brier", False),
+            ("ECE", "ece", False),
+            ("MAE (levels)", "mae_level", False),
+        ],
+    ),
+    (
+        "pairwise",
+        "Pairs (WikiEval, RAGAS protocol), per pair",
+        "Pairwise accuracy: share of pairs whose preferred item scores higher (ties 1/2). Length "
+        "baseline: the same for 'the shorter (or longer) text is preferred', in its better direction. "
+        "Δ: pairwise accuracy minus the baseline on the same pairs and resamples. Published: RAGAS "
+        "paper (gpt-3.5), for orientation only (other model, other protocol details).",
+        [
+            ("pairwise accuracy", "pairwise_accuracy", False),
+            ("length baseline", "length_baseline_pairwise_accuracy", True),
+            ("Δ pairwise − length", "pairwise_minus_length_baseline", False),
+        ],
+    ),
+]
+"""(kinds, title, definitions, columns: (header, figure name, show direction))."""
+
+
+def header(record: Mapping[str, Any]) -> str:
+    """Model, fingerprint, dtype, device and hardware, sample and interval settings."""
+    cfg, env = record["config"], record["environment"]
+    eng, hw = env.get("engine", {}), env.get("hardware", {})
+    where = f"{eng.get('device', '?')}"
+    if hw.get("gpu"):
+        where += f" ({hw['gpu']}, {hw.get('gpu_memory_gib', '?')} GiB)"
+    if hw.get("cpu"):
+        where += f"; CPU {hw['cpu']} ({hw.get('cpu_cores', '?')} cores)"
+    sample = (
+        f"**--limit {cfg['limit']} rows per set**, seed {cfg.get('seed', 0)} (stratified by question type, "
+        "gold and source; WikiEval: whole pairs)"
+        if cfg["limit"]
+        else "every row"
     )
-    lines = [
-        head,
-        "",
-        "| set | evaluator | n | acc | (kind) | AUROC | Brier | ECE | length baseline | published | items/s | tokens/item |",
-        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    return (
+        f"Model `{eng.get('model', '?')}` (fingerprint `{str(eng.get('fingerprint', '?'))[:16]}`), "
+        f"dtype {eng.get('dtype', '?')}, on {where}; torch {env.get('torch', '?')}, rotations {cfg['rotations']}, "
+        f"calibration {cfg['calibration'] or 'none'}. Sample: {sample}. Intervals: 95% percentile bootstrap "
+        f"over source items, {cfg.get('resamples', 1000)} resamples, seed {cfg.get('seed', 0)}. "
+        f"† = fewer than {SMALL_N} items (pairs, chunks) behind the figure: an anecdote, not a measurement."
+    )
+
+
+def markdown_table(record: Mapping[str, Any]) -> str:
+    """The header, one table per kind of label (one metric per column), and the speed table."""
+    lines = [header(record), ""]
+    for kinds, title, definitions, cols in TABLES:
+        rows = [m for m in record["metrics"] if m["kind"] in kinds.split("|")]
+        if not rows:
+            continue
+        heads = [h for h, _, _ in cols] + (["published"] if kinds == "pairwise" else [])
+        lines += [
+            f"**{title}.** {definitions}",
+            "",
+            "| set | evaluator | n | " + " | ".join(heads) + " |",
+            "|---|---|---:|" + "---:|" * len(heads),
+        ]
+        for m in rows:
+            cells = [_cell(m["figures"].get(f), direction=d) for _, f, d in cols]
+            if kinds == "pairwise":
+                cells.append(_fmt(m["reference"], 2))
+            n = f"{m['n']}{'†' if m['n'] < SMALL_N else ''}"
+            lines.append(f"| {m['set']} | {m['group']} | {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+    left: dict[tuple[str, str], str] = {}
     for m in record["metrics"]:
-        speed = record["sets"][m["set"]]["items_per_s"]
-        lines.append(
-            f"| {m['set']} | {m['group']} | {m['n']} | {_fmt(m['accuracy'])} | {m['accuracy_kind']} | "
-            f"{_fmt(m['auroc'])} | {_fmt(m['brier'])} | {_fmt(m['ece'])} | {_fmt(m['length_baseline'])} | "
-            f"{_fmt(m['reference'], 2)} | {_fmt(speed, 2)} | {m['tokens_per_item']:.0f} |"
-        )
+        if m["kind"] == "unscored" or m["gold_unknown"] or m["errors"]:
+            left[m["set"], m["group"]] = ", ".join(
+                ([f"all {m['rows']} unscored"] if m["kind"] == "unscored" else [])
+                + ([f"{m['gold_unknown']} with gold 'unknown'"] if m["gold_unknown"] else [])
+                + ([f"{m['errors']} failed"] if m["errors"] else [])
+            )
+    if left:
+        said = "; ".join(f"{s} {g}: {why}" for (s, g), why in left.items())
+        lines += [f"Left out of the figures above: {said}.", ""]
     lines += [
+        "**Speed.** Items per second of the whole set (all its evaluators), input tokens per item.",
         "",
-        "acc: pairwise = share of pairs where the preferred item scores higher (RAGAS protocol); "
-        "3-way = chunk label accuracy; at threshold = passed vs gold at the evaluator's threshold; "
-        "exact = typed answer equals gold. Length baseline: the same figure for 'the shorter text "
-        "passes / is preferred' (AUROC for binary sets, pairwise accuracy for pairs). Brier/ECE: "
-        "see logitjudge/rubrics/samples.py (binary: of P(yes); more options: multi-class Brier, "
-        "top-label ECE; rubric scores against binary gold: of the 0..1 score).",
+        "| set | items | seconds | items/s | tokens/item |",
+        "|---|---:|---:|---:|---:|",
     ]
+    for name, s in record["sets"].items():
+        tokens = s["input_tokens"] / max(1, s["n_items"])
+        lines.append(
+            f"| {name} | {s['n_items']} | {_fmt(s['elapsed_s'], 1)} | {_fmt(s['items_per_s'], 2)} | {tokens:.0f} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def _all_metrics(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    cfg = record["config"]
+    return [
+        m
+        for name, rows in record["items"].items()
+        for m in group_metrics(name, rows, resamples=cfg.get("resamples", 1000), seed=cfg.get("seed", 0))
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="model dir, .gguf, alias, or cached id (default: embedded)")
-    ap.add_argument("--limit", type=int, default=None, help="rows per set (stratified); default all")
+    ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1")
+    ap.add_argument("--limit", type=int, default=None, help="rows per set (stratified sample); default all")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the sample and of the bootstrap")
+    ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per figure")
     ap.add_argument(
         "--rotations", type=int, default=1, help="option-order rotations for choice/score (1 = off)"
     )
@@ -253,12 +605,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DATA), help="folder of <set>/dev.jsonl")
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument("--rebuild", default=None, metavar="JSON",
-                    help="recompute metrics and the table of an earlier run from its stored items (no model)")
+                    help="recompute metrics and the tables of an earlier run from its stored items (no model)")
     args = ap.parse_args(argv)
     if args.rebuild:
         path = Path(args.rebuild)
         record = json.loads(path.read_text())
-        record["metrics"] = [m for name, rows in record["items"].items() for m in group_metrics(name, rows)]
+        record["metrics"] = _all_metrics(record)
         path.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
         path.with_suffix(".md").write_text(markdown_table(record))
         print(markdown_table(record))
@@ -266,20 +618,41 @@ def main(argv: list[str] | None = None) -> int:
 
     from logitjudge.judge import Judge
 
-    judge = Judge.load(args.model, default_rotations=args.rotations, calibration=args.calibration)
-    engine = judge.describe()
+    judge = Judge.load(
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        default_rotations=args.rotations,
+        calibration=args.calibration,
+    )
+    engine = json.loads(json.dumps(judge.describe(), default=str))
     wanted = set(args.sets.split(",")) if args.sets else None
     paths = sorted(
         p for p in Path(args.data).glob("*/dev.jsonl") if wanted is None or p.parent.name in wanted
     )
+    if wanted and len(paths) != len(wanted):
+        ap.error(f"unknown sets: {sorted(wanted - {p.parent.name for p in paths})}")
     stem = f"quality-{engine['model']}" + (f"-{args.tag}" if args.tag else "")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    hw = hardware(engine)
     record: dict[str, Any] = {
         "command": " ".join(["python", "benchmarks/quality.py", *(sys.argv[1:] if argv is None else argv)]),
+        "header": {
+            "model": engine.get("model"),
+            "fingerprint": engine.get("fingerprint"),
+            "dtype": engine.get("dtype"),
+            "device": engine.get("device"),
+            "cpu": hw.get("cpu"),
+            "gpu": hw.get("gpu"),
+        },
         "config": {
             "model": args.model,
+            "dtype": args.dtype,
+            "device": args.device,
             "limit": args.limit,
+            "seed": args.seed,
+            "resamples": args.resamples,
             "rotations": args.rotations,
             "calibration": args.calibration,
             "batch_size": args.batch_size,
@@ -288,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
         "environment": {
             "python": platform.python_version(),
             "platform": platform.platform(),
-            "engine": json.loads(json.dumps(engine, default=str)),
+            "hardware": hw,
+            "engine": engine,
             **{
                 m: getattr(sys.modules[m], "__version__", "?")
                 for m in ("torch", "transformers", "sklearn")
@@ -301,14 +675,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     for path in paths:
         name = path.parent.name
-        records, elapsed = run_set(judge, path, args.limit, args.batch_size)
+        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed)
         record["sets"][name] = {
             "n_items": len(records),
             "elapsed_s": round(elapsed, 2),
             "items_per_s": round(len(records) / elapsed, 4) if elapsed > 0 else None,
+            "seconds_per_item": round(elapsed / len(records), 3) if records else None,
             "input_tokens": sum(r.get("usage", {}).get("input_tokens", 0) for r in records),
         }
-        record["metrics"] += group_metrics(name, records)
+        record["metrics"] += group_metrics(name, records, resamples=args.resamples, seed=args.seed)
         record["items"][name] = records
         print(f"{name}: {len(records)} items in {elapsed:.0f} s", file=sys.stderr, flush=True)
         (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")

@@ -17,7 +17,19 @@ Fitting (:func:`fit`) minimises the mean negative log-likelihood of the gold opt
 ``scipy.optimize.minimize`` (L-BFGS-B, bounds = the clamp ranges above). A bias is kept only when
 the bucket has at least :data:`MIN_BIAS_SAMPLES_PER_OPTION` samples per option and it lowers
 AIC (``2 k + 2 N NLL``) below the temperature-only fit; buckets with fewer than
-:data:`MIN_SAMPLES` samples are left alone. A calibration file records what it was fitted for
+:data:`MIN_SAMPLES` samples are left alone.
+
+**A fit must earn its place.** Each bucket's whole fitting procedure (temperature, bias and the
+AIC choice) is cross-validated first (:func:`cross_validated_nll`: :data:`CV_FOLDS` folds by
+source item, sklearn ``GroupKFold``, so the two answers of one question never sit on both
+sides); the scaling is kept only when it lowers the out-of-fold NLL by at least
+:data:`MIN_NLL_GAIN` nats per sample, else the bucket is left as it is (identity) and its
+record in ``meta.fits`` says why (``refused``). A model whose probabilities carry no signal can
+still "gain" by flattening them towards the sample's base rate (``T`` near the clamp): that is
+kept, since it does lower NLL on data like the fitting data, and reported as such by
+``logitjudge calibrate``, which also checks the held-out part and an imbalanced slice.
+
+A calibration file records what it was fitted for
 (model fingerprint, prompt version, dtype, strategy) and :meth:`Calibration.check` refuses any
 other engine with :class:`~logitjudge.errors.CalibrationMismatchError`.
 
@@ -49,6 +61,10 @@ __all__ = [
     "bucket_of",
     "fit",
     "fit_scaling",
+    "cross_validated_nll",
+    "nll_of",
+    "CV_FOLDS",
+    "MIN_NLL_GAIN",
     "FITTED_FOR_KEYS",
     "TEMPERATURE_RANGE",
     "BIAS_RANGE",
@@ -61,6 +77,10 @@ BIAS_RANGE = (-5.0, 5.0)
 """Clamp of each bias term (log-odds units: a factor of e^5 ~ 150 at most)."""
 MIN_SAMPLES = 8
 MIN_BIAS_SAMPLES_PER_OPTION = 10
+CV_FOLDS = 5
+"""Folds of the cross-validation that decides whether a bucket's scaling is kept."""
+MIN_NLL_GAIN = 1e-4
+"""Nats per sample a scaling must take off the out-of-fold (and held-out) NLL to be kept."""
 FITTED_FOR_KEYS = ("fingerprint", "prompt_version", "dtype", "strategy")
 """The engine ``describe()`` keys a calibration must match to be applied."""
 _EPS = 1e-9  # floor of probabilities before the log: fp32 softmax can underflow to 0
@@ -73,11 +93,16 @@ def bucket_of(qtype: str, n_options: int) -> str:
 
 @dataclass(frozen=True)
 class LabelledDistribution:
-    """One fitting sample: a question type, the engine's distribution and the gold option index."""
+    """One fitting sample: a question type, the engine's distribution and the gold option index.
+
+    ``group`` names the source item (``logitjudge.rubrics.samples.item_group``); samples of one
+    group stay in one cross-validation fold. Empty: the sample is a group of its own.
+    """
 
     type: str
     probs: tuple[float, ...]
     gold: int
+    group: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,6 +196,62 @@ def fit_scaling(
     return Scaling(temperature=temperature, bias=bias, n=n, clamped=on_bound), record
 
 
+def nll_of(samples: Sequence[LabelledDistribution], scaling: Scaling | None = None) -> float:
+    """Mean ``-log p[gold]`` of ``samples``, as given or after ``scaling`` (probabilities floored
+    at 1e-9, as in the fit)."""
+    total = 0.0
+    for s in samples:
+        p = s.probs if scaling is None else scaling.apply(s.probs)
+        total -= math.log(max(_EPS, float(p[s.gold])))
+    return total / max(1, len(samples))
+
+
+def cross_validated_nll(
+    samples: Sequence[LabelledDistribution], *, allow_bias: bool = True, folds: int = CV_FOLDS
+) -> tuple[float, float] | None:
+    """Out-of-fold NLL without and with the scaling :func:`fit_scaling` would fit.
+
+    ``min(folds, groups)`` folds by ``group`` (sklearn ``GroupKFold``, deterministic); each fold
+    is scored with the scaling fitted on the others, bias choice included.
+
+    Returns:
+        ``(nll_identity, nll_fitted)``, means over every sample, or None with fewer than two
+        groups (nothing to hold out).
+    """
+    from sklearn.model_selection import GroupKFold
+
+    groups = [s.group or f"#{i}" for i, s in enumerate(samples)]
+    k = min(folds, len(set(groups)))
+    if k < 2:
+        return None
+    before = after = 0.0
+    for train, test in GroupKFold(n_splits=k).split(np.zeros((len(samples), 1)), groups=groups):
+        scaling, _ = fit_scaling([samples[i] for i in train], allow_bias=allow_bias)
+        held = [samples[i] for i in test]
+        before += nll_of(held) * len(held)
+        after += nll_of(held, scaling) * len(held)
+    return before / len(samples), after / len(samples)
+
+
+def _fit_checked(
+    group: Sequence[LabelledDistribution], allow_bias: bool
+) -> tuple[Scaling | None, dict[str, Any]]:
+    """Fit one bucket; None (identity) unless it lowers the out-of-fold NLL by MIN_NLL_GAIN."""
+    scaling, record = fit_scaling(group, allow_bias=allow_bias)
+    cv = cross_validated_nll(group, allow_bias=allow_bias)
+    record["cv_nll_before"], record["cv_nll_after"] = cv if cv is not None else (None, None)
+    record["temperature"] = scaling.temperature
+    if cv is None:
+        record["refused"] = "fewer than two source items: nothing to cross-validate on"
+        return None, record
+    if cv[1] > cv[0] - MIN_NLL_GAIN:
+        record["refused"] = (
+            f"cross-validated NLL {cv[0]:.4f} -> {cv[1]:.4f}: the fit does not lower it by {MIN_NLL_GAIN}"
+        )
+        return None, record
+    return scaling, record
+
+
 def fit(
     samples: Sequence[LabelledDistribution],
     fitted_for: Mapping[str, Any],
@@ -179,27 +260,32 @@ def fit(
 ) -> Calibration:
     """Fit every bucket with at least :data:`MIN_SAMPLES` samples, and a ``"<type>:*"`` temperature.
 
+    A scaling that does not lower the cross-validated NLL is refused (the bucket stays
+    uncalibrated; see the module docstring), so the result may have no scalings at all: the
+    identity. ``meta["fits"]`` holds every bucket's record, with ``refused`` giving the reason.
+
     Args:
         samples: labelled distributions (the engine's uncalibrated output).
         fitted_for: the engine's ``describe()`` (at least :data:`FITTED_FOR_KEYS`).
         meta: free-form provenance stored in the file (data, split, report).
     """
+    missing = [k for k in FITTED_FOR_KEYS if k not in fitted_for]
+    if missing:
+        raise ValueError(f"fitted_for lacks {missing}")
     by_bucket: dict[str, list[LabelledDistribution]] = defaultdict(list)
     by_type: dict[str, list[LabelledDistribution]] = defaultdict(list)
     for s in samples:
         by_bucket[bucket_of(s.type, len(s.probs))].append(s)
         by_type[s.type].append(s)
+    candidates = [(name, group, not name.endswith("11+")) for name, group in sorted(by_bucket.items())]
+    candidates += [(f"{qtype}:*", group, False) for qtype, group in sorted(by_type.items())]
     scalings: dict[str, Scaling] = {}
     fits: dict[str, Any] = {}
-    for name, group in sorted(by_bucket.items()):
+    for name, group, allow_bias in candidates:
         if len(group) >= MIN_SAMPLES:
-            scalings[name], fits[name] = fit_scaling(group, allow_bias=not name.endswith("11+"))
-    for qtype, group in sorted(by_type.items()):
-        if len(group) >= MIN_SAMPLES:
-            scalings[f"{qtype}:*"], fits[f"{qtype}:*"] = fit_scaling(group, allow_bias=False)
-    missing = [k for k in FITTED_FOR_KEYS if k not in fitted_for]
-    if missing:
-        raise ValueError(f"fitted_for lacks {missing}")
+            scaling, fits[name] = _fit_checked(group, allow_bias)
+            if scaling is not None:
+                scalings[name] = scaling
     info = {k: fitted_for[k] for k in (*FITTED_FOR_KEYS, "model") if k in fitted_for}
     return Calibration(fitted_for=info, scalings=scalings, meta={**(meta or {}), "fits": fits})
 

@@ -1,4 +1,4 @@
-"""``logitjudge calibrate``: fit a calibration file on labelled data; ECE/Brier before and after.
+"""``logitjudge calibrate``: fit a calibration file on labelled data; NLL/AUROC/ECE before and after.
 
 ::
 
@@ -7,11 +7,24 @@
     # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
     logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
 
-Steps: read every labelled distribution (:mod:`logitjudge.rubrics.samples`); split the *items*
-(not chunks) by a hash of their id into a fitting part and a held-out part (``--holdout``,
-default 0.5); fit per bucket on the fitting part (:func:`logitjudge.engine.calibration.fit`);
-report n, accuracy, NLL, Brier and ECE (10 bins) on the held-out part before and after, per
-bucket and per data set x evaluator; draw reliability diagrams (``--report``, PNG).
+Steps:
+
+1. read every labelled distribution (:mod:`logitjudge.rubrics.samples`);
+2. split by **source item** (:func:`~logitjudge.rubrics.samples.item_group`: the right and the
+   hallucinated answer of one question, the questions of one case, stay on one side; sklearn
+   ``GroupShuffleSplit``, seeded) into a fitting part and a held-out part (``--holdout``, the
+   share of source items held out, default 0.5);
+3. fit per bucket on the fitting part (:func:`logitjudge.engine.calibration.fit`), which keeps a
+   scaling only when it lowers the cross-validated NLL;
+4. **refuse** every scaling that does not lower the NLL of the held-out samples it applies to by
+   :data:`~logitjudge.engine.calibration.MIN_NLL_GAIN` (that bucket stays uncalibrated); when
+   nothing is left the command writes no file and exits 1, saying so;
+5. report n, accuracy, AUROC, NLL, Brier and ECE (10 bins) on the held-out part before and after
+   the fitted scaling, per bucket and per data set x evaluator, and on **imbalanced slices** of
+   the two-option buckets (80/20 and 20/80 of the gold answer, subsampled from the held-out
+   part): a temperature that flattens every P(yes) to about 0.5 looks well calibrated on a
+   50/50 sample and is wrong on traffic with another base rate, which these rows show;
+6. draw reliability diagrams (``--report``, PNG).
 
 What the file is fitted for comes from the engine that produced the distributions: the quality
 JSON's or the results' ``.summary.json`` ``environment.engine``, else the model loaded from the
@@ -21,33 +34,88 @@ model flags. Distributions produced under a calibration are refused (fit on raw 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
+import math
 import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from logitjudge.engine.calibration import Calibration, LabelledDistribution, bucket_of, fit
+import numpy as np
+
+from logitjudge.engine.calibration import (
+    MIN_NLL_GAIN,
+    Calibration,
+    LabelledDistribution,
+    Scaling,
+    bucket_of,
+    fit,
+    nll_of,
+)
 from logitjudge.errors import LogitJudgeError
-from logitjudge.rubrics.samples import Sample, sample_metrics, samples_from_rows
+from logitjudge.rubrics.samples import Sample, item_group, sample_metrics, samples_from_rows
 
-__all__ = ["add_calibrate_parser", "run_calibrate", "split", "fit_and_report", "reliability_plot"]
+__all__ = [
+    "add_calibrate_parser",
+    "run_calibrate",
+    "split",
+    "fit_and_report",
+    "refuse_worse",
+    "imbalanced_slice",
+    "reliability_plot",
+]
 
-
-def in_holdout(item_id: str, fraction: float, seed: int = 0) -> bool:
-    """Deterministic split of items: sha256 of ``seed:id`` mapped to [0, 1) below ``fraction``."""
-    h = int(hashlib.sha256(f"{seed}:{item_id}".encode()).hexdigest()[:8], 16)
-    return h / 16**8 < fraction
+FLAT_TEMPERATURE = 5.0
+"""A temperature at or above this squeezes a yes/no P = 0.8 into 0.57 or less: reported as
+flattening (the model's probabilities carry little about the label)."""
+IMBALANCED_SHARES = (0.8, 0.2)
+"""Shares of gold option 0 (yes) in the imbalanced held-out slices of two-option buckets."""
 
 
 def split(samples: Sequence[Sample], fraction: float, seed: int = 0) -> tuple[list[Sample], list[Sample]]:
-    """(fitting part, held-out part); all samples of one item fall on the same side."""
-    fit_part, held = [], []
-    for s in samples:
-        (held if in_holdout(s.id, fraction, seed) else fit_part).append(s)
-    return fit_part, held
+    """(fitting part, held-out part) by source item: every sample of one
+    :func:`~logitjudge.rubrics.samples.item_group` falls on the same side.
+
+    ``fraction`` of the groups is held out (sklearn ``GroupShuffleSplit``, ``random_state=seed``);
+    0 holds nothing out, 1 everything. Order within each part is the input order.
+    """
+    if not samples or fraction <= 0:
+        return list(samples), []
+    if fraction >= 1:
+        return [], list(samples)
+    from sklearn.model_selection import GroupShuffleSplit
+
+    groups = [item_group(s.id) for s in samples]
+    if len(set(groups)) < 2:
+        return list(samples), []
+    splitter = GroupShuffleSplit(n_splits=1, test_size=fraction, random_state=seed)
+    _, test = next(splitter.split(np.zeros((len(samples), 1)), groups=groups))
+    held_idx = set(test.tolist())
+    return (
+        [s for i, s in enumerate(samples) if i not in held_idx],
+        [s for i, s in enumerate(samples) if i in held_idx],
+    )
+
+
+def imbalanced_slice(samples: Sequence[Sample], share: float, seed: int = 0) -> list[Sample]:
+    """The largest subsample of two-option ``samples`` with ``share`` of them gold option 0.
+
+    The class in excess is subsampled at random (``numpy.random.default_rng(seed)``); the
+    other is kept whole. Empty when a class is missing.
+    """
+    pos = [s for s in samples if s.gold == 0]
+    neg = [s for s in samples if s.gold != 0]
+    if not pos or not neg or not 0 < share < 1:
+        return []
+    n_pos = min(len(pos), math.floor(len(neg) * share / (1 - share) + 1e-9))  # 1e-9: 0.2 / 0.8 * 100 < 25
+    n_neg = min(len(neg), math.floor(n_pos * (1 - share) / share + 1e-9))
+    if n_pos == 0 or n_neg == 0:
+        return []
+    rng = np.random.default_rng(seed)
+    keep = {id(pos[i]) for i in rng.choice(len(pos), n_pos, replace=False)}
+    keep |= {id(neg[i]) for i in rng.choice(len(neg), n_neg, replace=False)}
+    return [s for s in samples if id(s) in keep]
 
 
 def _set_of(item_id: str) -> str:
@@ -55,17 +123,86 @@ def _set_of(item_id: str) -> str:
 
 
 def _as_fit(samples: Sequence[Sample]) -> list[LabelledDistribution]:
-    return [LabelledDistribution(s.type, s.probs, s.gold) for s in samples]
+    return [LabelledDistribution(s.type, s.probs, s.gold, item_group(s.id)) for s in samples]
+
+
+def _applied_key(cal: Calibration, s: Sample) -> str | None:
+    """The scaling key :meth:`Calibration.scaling_for` resolves for ``s`` (None: left as is)."""
+    own = bucket_of(s.type, len(s.probs))
+    scaling = cal.scalings.get(own)
+    if scaling is not None and (scaling.bias is None or len(scaling.bias) == len(s.probs)):
+        return own
+    return f"{s.type}:*" if f"{s.type}:*" in cal.scalings else None
+
+
+def refuse_worse(cal: Calibration, held: Sequence[Sample]) -> tuple[Calibration, dict[str, str]]:
+    """Drop every scaling that does not lower the NLL of the held-out samples it applies to.
+
+    A scaling must take at least :data:`MIN_NLL_GAIN` nats per sample off; dropping a bucket's
+    own scaling hands its samples to the type-wide one, so this repeats until nothing changes.
+    A scaling that applies to no held-out sample is kept (its cross-validation stands).
+
+    Returns:
+        The calibration left (possibly with no scalings: the identity) and ``{key: reason}``.
+    """
+    refused: dict[str, str] = {}
+    scalings = dict(cal.scalings)
+    while True:
+        current = Calibration(cal.fitted_for, scalings, cal.meta)
+        applied: dict[str, list[Sample]] = defaultdict(list)
+        for s in held:
+            if (key := _applied_key(current, s)) is not None:
+                applied[key].append(s)
+        worse = {}
+        for key, group in applied.items():
+            fit_view = _as_fit(group)
+            before, after = nll_of(fit_view), nll_of(fit_view, scalings[key])
+            if after > before - MIN_NLL_GAIN:
+                worse[key] = f"held-out NLL {before:.4f} -> {after:.4f} on {len(group)} samples: not lower"
+        if not worse:
+            return current, refused
+        refused.update(worse)
+        for key in worse:
+            del scalings[key]
 
 
 def _calibrated(cal: Calibration, samples: Sequence[Sample]) -> list[Sample]:
     return [Sample(s.id, s.source, s.type, tuple(cal.apply(s.type, s.probs)), s.gold) for s in samples]
 
 
-def _compare(groups: Mapping[str, list[Sample]], cal: Calibration) -> dict[str, dict[str, Any]]:
+def _compare(
+    groups: Mapping[str, list[Sample]], fitted: Calibration, kept: Calibration
+) -> dict[str, dict[str, Any]]:
+    """Per group: metrics before, after the fitted scalings, and whether they were kept."""
     out = {}
     for key, group in groups.items():
-        out[key] = {"before": sample_metrics(group), "after": sample_metrics(_calibrated(cal, group))}
+        keys = {_applied_key(fitted, s) for s in group} - {None}
+        out[key] = {
+            "before": sample_metrics(group),
+            "after": sample_metrics(_calibrated(fitted, group)),
+            "scalings": sorted(k for k in keys if k is not None),
+            "kept": bool(keys) and all(k in kept.scalings for k in keys),
+        }
+    return out
+
+
+def _flattening(fitted: Calibration) -> dict[str, str]:
+    """Scalings that squeeze every distribution towards uniform (see FLAT_TEMPERATURE)."""
+    out = {}
+    for key, s in fitted.scalings.items():
+        if s.temperature < FLAT_TEMPERATURE:
+            continue
+        count = key.split(":")[1]
+        k = int(count) if count.isdigit() else 2 if key.startswith("noul") else None
+        if k is None:  # "choice:*", "score:11+": option counts vary
+            what = " every distribution towards uniform"
+        else:
+            top = Scaling(s.temperature).apply([0.8] + [0.2 / (k - 1)] * (k - 1))[0]
+            what = f": a top probability of 0.80 becomes {top:.2f} (uniform: {1 / k:.2f})"
+        out[key] = (
+            f"T = {s.temperature:.2f}{' (clamped)' if s.clamped else ''} flattens{what}; the gain is the "
+            "sample's base rate, not information (see AUROC" + (" and the imbalanced slices)" if k == 2 else ")")
+        )
     return out
 
 
@@ -77,29 +214,50 @@ def fit_and_report(
     seed: int = 0,
     meta: Mapping[str, Any] | None = None,
 ) -> tuple[Calibration, dict[str, Any]]:
-    """Fit on the fitting part; report before/after on the held-out part.
+    """Fit on the fitting part, refuse what does not help the held-out part, report both.
 
     Returns:
-        The calibration (its ``meta.report`` holds the report) and the report: ``by_bucket`` and
-        ``by_set`` (``"<set> <evaluator> <bucket>"``) -> ``{"before": metrics, "after": metrics}``.
+        The calibration to write (only the scalings kept; none = the identity; its
+        ``meta.report`` holds the report) and the report: ``by_bucket``, ``by_set``
+        (``"<set> <evaluator> <bucket>"``) and ``imbalanced`` (``"<bucket> <share>/<rest>"``) ->
+        ``{"before", "after" (with the fitted scaling), "scalings", "kept"}``; ``fits`` (each
+        candidate's fit record), ``refused`` (``{key: reason}``, cross-validation or held-out)
+        and ``flattening`` (``{key: warning}``).
     """
     fit_part, held = split(samples, holdout, seed)
-    cal = fit(_as_fit(fit_part), fitted_for)
+    fitted = fit(_as_fit(fit_part), fitted_for)
+    kept, refused_held = refuse_worse(fitted, held)
+    refused = {k: r["refused"] for k, r in fitted.meta["fits"].items() if r.get("refused")}
+    refused.update(refused_held)
     by_bucket: dict[str, list[Sample]] = defaultdict(list)
     by_set: dict[str, list[Sample]] = defaultdict(list)
     for s in held:
         b = bucket_of(s.type, len(s.probs))
         by_bucket[b].append(s)
         by_set[f"{_set_of(s.id)} {s.source} {b}"].append(s)
+    imbalanced: dict[str, list[Sample]] = {}
+    for b, group in sorted(by_bucket.items()):
+        if b.endswith(":2"):
+            for share in IMBALANCED_SHARES:
+                sliced = imbalanced_slice(group, share, seed)
+                if sliced:
+                    imbalanced[f"{b} {round(100 * share)}/{round(100 * (1 - share))}"] = sliced
     report = {
         "holdout": holdout,
         "seed": seed,
+        "split": "by source item (GroupShuffleSplit)",
         "n_fit": len(fit_part),
         "n_holdout": len(held),
-        "by_bucket": _compare(dict(sorted(by_bucket.items())), cal),
-        "by_set": _compare(dict(sorted(by_set.items())), cal),
+        "groups_fit": len({item_group(s.id) for s in fit_part}),
+        "groups_holdout": len({item_group(s.id) for s in held}),
+        "by_bucket": _compare(dict(sorted(by_bucket.items())), fitted, kept),
+        "by_set": _compare(dict(sorted(by_set.items())), fitted, kept),
+        "imbalanced": _compare(imbalanced, fitted, kept),
+        "fits": fitted.meta["fits"],
+        "refused": refused,
+        "flattening": _flattening(fitted),
     }
-    cal = Calibration(cal.fitted_for, cal.scalings, {**cal.meta, **(meta or {}), "report": report})
+    cal = Calibration(kept.fitted_for, kept.scalings, {**(meta or {}), "report": report})
     return cal, report
 
 
@@ -208,9 +366,12 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="calibration JSON to write")
     p.add_argument("--report", default=None, help="reliability diagram PNG (held-out part, before/after)")
     p.add_argument(
-        "--holdout", type=float, default=0.5, help="share of items held out for the report (default 0.5)"
+        "--holdout",
+        type=float,
+        default=0.5,
+        help="share of source items held out for the refusal check and the report (default 0.5)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the item split")
+    p.add_argument("--seed", type=int, default=0, help="seed of the source-item split and the slices")
     p.add_argument("--batch-size", type=int, default=4)
     add_model_args(p)
     p.set_defaults(func=run_calibrate)
@@ -222,41 +383,45 @@ def _fail(message: str, status: int = 2) -> int:
     return status
 
 
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
 def print_report(report: Mapping[str, Any]) -> None:
+    """The held-out table (before -> after the fitted scaling, kept or refused), then the
+    refusals and flattening warnings."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(
-        title=f"calibration: held-out part ({report['n_holdout']} samples; fitted on {report['n_fit']})"
+        title=(
+            f"calibration, held-out part: {report['n_holdout']} samples of {report['groups_holdout']} source "
+            f"items (fitted on {report['n_fit']} of {report['groups_fit']}); 'after' = with the fitted scaling"
+        )
     )
-    for col in (
-        "group",
-        "n",
-        "acc",
-        "NLL before",
-        "NLL after",
-        "Brier before",
-        "Brier after",
-        "ECE before",
-        "ECE after",
-    ):
-        table.add_column(col, justify="left" if col == "group" else "right")
-    for section in ("by_bucket", "by_set"):
+    for col in ("group", "n", "acc", "AUROC", "NLL", "ECE", "Brier", "scaling"):
+        table.add_column(col, justify="left" if col in ("group", "scaling") else "right")
+    for section in ("by_bucket", "by_set", "imbalanced"):
         for key, ba in report[section].items():
             b, a = ba["before"], ba["after"]
+            status = ", ".join(ba["scalings"]) + (" kept" if ba["kept"] else " refused") if ba["scalings"] else "none"
             table.add_row(
                 key,
                 str(b["n"]),
-                f"{b['accuracy']:.3f}",
-                f"{b['nll']:.3f}",
-                f"{a['nll']:.3f}",
-                f"{b['brier']:.3f}",
-                f"{a['brier']:.3f}",
-                f"{b['ece']:.3f}",
-                f"{a['ece']:.3f}",
+                _f(b["accuracy"]),
+                f"{_f(b['auroc'])} -> {_f(a['auroc'])}",
+                f"{_f(b['nll'])} -> {_f(a['nll'])}",
+                f"{_f(b['ece'])} -> {_f(a['ece'])}",
+                f"{_f(b['brier'])} -> {_f(a['brier'])}",
+                status,
             )
         table.add_section()
-    Console(file=sys.stdout, width=200).print(table)
+    console = Console(file=sys.stdout, width=200)
+    console.print(table)
+    for key, why in report["refused"].items():
+        print(f"refused {key}: {why}")
+    for key, why in report["flattening"].items():
+        print(f"warning {key}: {why}")
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
@@ -309,8 +474,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     cal, report = fit_and_report(
         samples, fitted_for, holdout=args.holdout, seed=args.seed, meta={"data": list(args.labelled)}
     )
-    cal.save(args.out)
     print_report(report)
+    if not cal.scalings:
+        return _fail(
+            "no scaling kept: every fit was refused because it did not lower the cross-validated or the "
+            f"held-out NLL (reasons above); {args.out} not written",
+            1,
+        )
+    cal.save(args.out)
     for name, s in cal.scalings.items():
         bias = "" if s.bias is None else " bias " + ", ".join(f"{b:+.2f}" for b in s.bias)
         print(f"{name}: T={s.temperature:.3f}{bias} (n={s.n}{', clamped' if s.clamped else ''})")
