@@ -14,7 +14,7 @@ this tree; nothing here knows HTTP.
     │   └── UnsupportedModelError     the model cannot serve this engine (bad tokenizer, ...) (load time)
     │       └── CalibrationMismatchError  a calibration file fitted for another model/prompt/dtype/strategy
     └── EngineError                   not the caller's fault
-        ├── OverloadedError           queue full or out of memory; retryable (-> 429/503 + Retry-After)
+        ├── OverloadedError           queue full, out of memory, draining; retryable (-> 529 + Retry-After)
         └── EngineDeadError           the engine cannot answer at all; not retryable (-> 500)
 
 Every error carries ``field`` (a path into the request, e.g. ``("questions", "q1", "criteria")``)

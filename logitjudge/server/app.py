@@ -12,7 +12,9 @@ or ``logitjudge serve --port 8000``. Routes:
 - ``GET /v1/models``: ``jev-latest`` first, then the served model;
 - ``GET /healthz``: model, engine description and queue state (503 while draining);
 - ``GET /metrics``: Prometheus text format (see ``logitjudge.server.metrics``);
-- ``/docs``, ``/openapi.json``: the API documentation;
+- ``/docs`` (Swagger UI), ``/redoc``, ``/openapi.json``: the API documentation, with every asset
+  served by the app itself from the ``fastapi-offline`` wheel (under :data:`DOCS_ASSETS`), so the
+  pages work on an air-gapped machine;
 - ``POST /api/v1/evaluate``: the evaluator API, when ``logitjudge.server.evaluate_routes`` exists.
 
 The server imports no torch: it calls the same :class:`~logitjudge.judge.Judge` as the CLI, via
@@ -35,6 +37,7 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from logitjudge import __version__
@@ -42,10 +45,10 @@ from logitjudge.engine.scheduler import Scheduler
 from logitjudge.errors import InvalidRequestError, RequestError
 from logitjudge.judge import MODEL_ALIASES
 from logitjudge.server import schemas
-from logitjudge.server.errors import install_error_handlers
+from logitjudge.server.errors import ERROR_RESPONSES, install_error_handlers
 from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics
-from logitjudge.server.middleware import BearerAuthMiddleware, BodyMiddleware, MetricsMiddleware
+from logitjudge.server.middleware import DOCS_ASSETS, BearerAuthMiddleware, BodyMiddleware, MetricsMiddleware
 
 __all__ = ["ServerConfig", "create_app"]
 
@@ -63,7 +66,7 @@ class ServerConfig:
 
     Attributes:
         api_keys: accepted API keys; empty = auth off (an ``Authorization`` header is ignored).
-        max_queue: requests that may wait for the engine; more get 503 + ``Retry-After`` (>= 1).
+        max_queue: requests that may wait for the engine; more get 529 + ``Retry-After`` (>= 1).
         max_batch_tokens: estimated-token budget of one engine call (>= 1).
         max_batch_requests: most requests per engine call; 1 = one request at a time (>= 1).
         max_body_bytes: largest request body, after zstd decoding; larger gets 413 (>= 1 KiB).
@@ -209,8 +212,18 @@ def create_app(
         max_text_chars=max_text_chars,
     )
     metrics = ServerMetrics(registry)
+
+    def run_batch(requests: Sequence[Any]) -> list[Any]:
+        # Every engine call of both APIs passes here (in the scheduler's worker thread).
+        results = judge.run_batch(requests)
+        try:
+            metrics.observe_results(results)  # low x_option_mass: a WARNING and a counter
+        except Exception:  # noqa: BLE001 - flagging must never cost a client its answers
+            logger.exception("could not check the answers' option mass")
+        return results
+
     scheduler = Scheduler(
-        judge.run_batch,
+        run_batch,
         max_queue=config.max_queue,
         max_batch_tokens=config.max_batch_tokens,
         max_batch_requests=config.max_batch_requests,
@@ -224,11 +237,16 @@ def create_app(
         # scheduler still holds is answered before the process exits.
         await scheduler.close(timeout=config.drain_timeout)
 
-    app = FastAPI(
+    # FastAPI's own /docs and /redoc load Swagger UI and ReDoc from a CDN (blank pages offline);
+    # FastAPIOffline serves the same pages with the assets its wheel ships. validatorUrl=None:
+    # otherwise Swagger UI fetches a badge from validator.swagger.io for every non-local host.
+    app = FastAPIOffline(
         title="logitjudge",
         version=__version__,
         summary="An open, local judge engine: a drop-in for POST /v1/systemone.",
         lifespan=lifespan,
+        static_url=DOCS_ASSETS,
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.judge = judge
     app.state.scheduler = scheduler
@@ -236,20 +254,10 @@ def create_app(
     app.state.config = config
     install_error_handlers(app)
 
-    error_docs: dict[int | str, dict[str, Any]] = {
-        code: {"model": schemas.ErrorBody, "description": text}
-        for code, text in (
-            (400, "Unknown model (api_usage_error)"),
-            (401, "Missing or wrong API key (authentication_error)"),
-            (413, "Over the token budget or the body size limit (request_too_large)"),
-            (503, "Queue full or shutting down (overloaded_error); see Retry-After"),
-        )
-    }
-
     @app.post(
         "/v1/systemone",
         response_model=schemas.SystemOneResponse,
-        responses=error_docs,
+        responses=ERROR_RESPONSES,
         summary="Answer typed questions about a state",
         tags=["System One"],
     )

@@ -3,9 +3,13 @@
 ::
 
     logitjudge serve                                   # default model on http://127.0.0.1:8000
-    logitjudge serve --model ./my-model --port 9000 --api-key KEY1 --api-key KEY2
     LOGITJUDGE_API_KEYS=k1,k2 logitjudge serve         # keys from the environment
     logitjudge serve --api-keys-file /etc/logitjudge/keys   # one key per line (also LOGITJUDGE_API_KEYS_FILE)
+    logitjudge serve --model ./my-model --port 9000 --api-key KEY1   # works, but see below
+
+A key given with ``--api-key`` is on the command line, which every user of the machine can read
+(``ps``, ``/proc/<pid>/cmdline``), so the server logs a WARNING at start when keys came that way;
+use ``LOGITJUDGE_API_KEYS`` or a key file (readable by the server's user only) instead.
 
 The main CLI (``logitjudge.cli``) calls :func:`add_serve_parser` and :func:`run_serve`.
 """
@@ -19,7 +23,7 @@ from typing import Any
 
 from logitjudge.server.limits import RequestLimits
 
-__all__ = ["add_serve_parser", "run_serve"]
+__all__ = ["add_serve_parser", "run_serve", "resolve_api_keys"]
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -43,7 +47,8 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY",
-        help="require Authorization: Bearer KEY (repeatable; also LOGITJUDGE_API_KEYS, comma-separated)",
+        help="require Authorization: Bearer KEY (repeatable). Visible to every local user in ps: "
+        "prefer LOGITJUDGE_API_KEYS (comma-separated) or --api-keys-file",
     )
     p.add_argument(
         "--api-keys-file",
@@ -69,7 +74,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="most tokens in one packed forward row inside an engine call (the engine's max_batch_tokens)",
     )
     p.add_argument(
-        "--max-queue", type=int, default=256, help="requests that may wait; more get 503 (default 256)"
+        "--max-queue", type=int, default=256, help="requests that may wait; more get 529 (default 256)"
     )
     p.add_argument(
         "--max-batch-tokens",
@@ -118,20 +123,39 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def resolve_api_keys(args: argparse.Namespace) -> tuple[str, ...]:
+    """The API keys of ``serve``: ``--api-key``, ``--api-keys-file``, then the environment
+    (``LOGITJUDGE_API_KEYS``, ``LOGITJUDGE_API_KEYS_FILE``), de-duplicated in that order.
+
+    Logs a WARNING (never a key) when any came from ``--api-key``: command lines are public.
+
+    Raises:
+        OSError: a key file cannot be read (the server refuses to start rather than run open).
+    """
+    from logitjudge.settings import api_keys_from_env, read_api_keys_file
+
+    from_file = read_api_keys_file(args.api_keys_file) if args.api_keys_file else ()
+    if args.api_key:
+        logger.warning(
+            "%d API key(s) given with --api-key: a command line is visible to every user of this "
+            "machine (ps, /proc/<pid>/cmdline); set LOGITJUDGE_API_KEYS or use --api-keys-file instead",
+            len(args.api_key),
+        )
+    return tuple(dict.fromkeys([*args.api_key, *from_file, *api_keys_from_env()]))
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Load the model, build the app and run uvicorn until interrupted; returns the exit code."""
     import uvicorn
 
     from logitjudge.judge import Judge
     from logitjudge.server.app import create_app
-    from logitjudge.settings import api_keys_from_env, read_api_keys_file
 
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
-    from_file = read_api_keys_file(args.api_keys_file) if args.api_keys_file else ()
-    keys = tuple(dict.fromkeys([*args.api_key, *from_file, *api_keys_from_env()]))  # de-duplicated
+    keys = resolve_api_keys(args)
     # Engine options are passed only when set, so the engine's own defaults apply otherwise.
     engine_options = {
         "strategy": args.strategy,

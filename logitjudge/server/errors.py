@@ -6,16 +6,28 @@ Every error response is JSON with one of the two shapes of ``spec/api.md`` A.9:
   (FastAPI's shape; ``input`` is never echoed, so a huge or non-finite body cannot come back);
 - everything else: ``{"detail": {"error_type": str, "message": str}}``.
 
+A body that cannot be read as JSON at all, for any reason (not JSON, not UTF-8 - RFC 8259 8.1,
+nested deeper than the parser's recursion limit, an integer of more than 4,300 digits, a zstd
+body that is not zstd), is one case with one shape, on every route::
+
+    422 {"detail": [{"loc": ["body"], "msg": "JSON decode error: <why>", "type": "json_invalid",
+                     "ctx": {"error": "<why>"}}]}
+
+(a syntax error keeps FastAPI's ``loc ["body", <char pos>]``). FastAPI itself answers the
+non-syntax cases with a bare 400 "There was an error parsing the body"; :func:`_on_http_error`
+turns that into the 422 above (see :func:`body_parse_error`).
+
 =============================  ======  ===========================  ==================================
 error                          status  error_type                   when
 =============================  ======  ===========================  ==================================
 RequestValidationError         422     (detail[])                   the body does not match the wire
+(body not readable as JSON)    422     (detail[]) json_invalid      not JSON / UTF-8, too deep, bad zstd
 InvalidRequestError            422     (detail[])                   the engine refuses a field
 ContextOverflowError           413     request_too_large            over the token budget (A.10)
 UnknownModelError              400     api_usage_error              ``model`` is not served here
 UnsupportedModelError          400     unsupported_model            the model cannot serve this request
 RequestError (other)           400     invalid_request_error
-OverloadedError                503     overloaded_error             queue full / draining; Retry-After
+OverloadedError                529     overloaded_error             queue full / OOM / draining (A.9 E6)
 EngineDeadError, EngineError   500     internal_error               the engine failed a valid request
 HTTP 401                       401     authentication_error         missing or wrong API key
 HTTP 404 / 405                 404/405 not_found / method_not_allowed
@@ -23,7 +35,10 @@ HTTP 413                       413     request_too_large            body over th
 any other exception            500     internal_error               a bug; details only in the log
 =============================  ======  ===========================  ==================================
 
-A 5xx is only ever the server's own fault: bad input always maps to a 4xx.
+A 5xx is only ever the server's own fault: bad input always maps to a 4xx. Overload is 529
+``overloaded_error`` (spec A.9 E6; the SDKs and jevcompat retry it) with ``Retry-After`` (whole
+seconds) and ``retry-after-ms``; there is no per-client rate limit, so never a 429. ``GET
+/healthz`` alone answers 503 while draining: it is a probe for load balancers, not the API.
 """
 
 from __future__ import annotations
@@ -54,9 +69,12 @@ from logitjudge.server.schemas import ErrorBody, ErrorDetail
 
 __all__ = [
     "STATUS_TABLE",
+    "ERROR_RESPONSES",
     "status_for",
     "error_response",
     "validation_response",
+    "body_parse_error",
+    "unreadable_body_response",
     "install_error_handlers",
 ]
 
@@ -68,7 +86,7 @@ STATUS_TABLE: tuple[tuple[type[LogitJudgeError], int], ...] = (
     (UnsupportedModelError, 400),
     (InvalidRequestError, 422),
     (RequestError, 400),
-    (OverloadedError, 503),
+    (OverloadedError, 529),
     (EngineDeadError, 500),
     (EngineError, 500),
     (LogitJudgeError, 500),
@@ -85,7 +103,28 @@ HTTP_ERROR_TYPES: Mapping[int, str] = {
     415: "unsupported_media_type",
     429: "rate_limit_error",
     503: "overloaded_error",
+    529: "overloaded_error",
 }
+
+
+_RETRY_HEADERS = {
+    "Retry-After": {"description": "whole seconds to wait before retrying", "schema": {"type": "integer"}},
+    "retry-after-ms": {"description": "the same wait in milliseconds", "schema": {"type": "integer"}},
+}
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Unknown model (api_usage_error), image assets"},
+    401: {"model": ErrorBody, "description": "Missing or wrong API key (authentication_error)"},
+    413: {"model": ErrorBody, "description": "Over the token budget or the body size limit (request_too_large)"},
+    415: {"model": ErrorBody, "description": "A Content-Encoding other than zstd (unsupported_media_type)"},
+    529: {
+        "model": ErrorBody,
+        "description": "Overloaded (overloaded_error): the queue is full, memory ran out even after "
+        "splitting the batch, or the server is shutting down; retry after Retry-After",
+        "headers": _RETRY_HEADERS,
+    },
+}
+"""The OpenAPI ``responses`` of the API routes (422 is FastAPI's own ``HTTPValidationError``)."""
 
 
 def status_for(exc: LogitJudgeError) -> int:
@@ -143,6 +182,34 @@ def validation_response(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=422)
 
 
+def unreadable_body_response(why: str) -> JSONResponse:
+    """422 ``json_invalid`` at ``loc ["body"]``: the body cannot be read as JSON (see the module doc)."""
+    why = _safe_str(why)
+    return validation_response(
+        [{"loc": ["body"], "msg": f"JSON decode error: {why}", "type": "json_invalid", "ctx": {"error": why}}]
+    )
+
+
+def body_parse_error(exc: StarletteHTTPException) -> str | None:
+    """Why the body could not be parsed, when ``exc`` is FastAPI's body-parsing failure; else None.
+
+    FastAPI turns ``json.JSONDecodeError`` into a 422 itself, but any other exception raised while
+    parsing the body (``UnicodeDecodeError``, ``RecursionError``, the integer-digits ``ValueError``,
+    ...) becomes ``HTTPException(400)`` raised *from* it. That cause is what identifies the case
+    (not the message text, which FastAPI may change); nothing of ours raises a 400 ``HTTPException``.
+    """
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None or isinstance(cause, StarletteHTTPException):
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not valid UTF-8 ({cause.reason} at byte {cause.start}); JSON must be UTF-8"
+    if isinstance(cause, RecursionError):
+        return "the body is nested too deeply to parse"
+    if isinstance(cause, ValueError) and str(cause):
+        return str(cause).split(";")[0]  # drop Python's "use sys.set_int_max_str_digits()" hint
+    return f"the body could not be parsed ({type(cause).__name__})"
+
+
 def _invalid_request_errors(exc: InvalidRequestError) -> list[dict[str, Any]]:
     """The ``detail[]`` items of an :class:`InvalidRequestError` (pydantic's, or one from ``field``)."""
     pydantic_errors = getattr(exc, "errors", None)
@@ -177,6 +244,9 @@ async def _on_logitjudge_error(_request: Request, exc: Exception) -> JSONRespons
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    why = body_parse_error(exc)
+    if why is not None:
+        return unreadable_body_response(why)
     status = exc.status_code
     error_type = HTTP_ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "internal_error")
     if status == 404:

@@ -45,6 +45,7 @@ from logitjudge.rubrics.runner import (
     finish_plan,
     plan_item,
 )
+from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
 
 __all__ = ["router", "include_evaluate_routes", "EvaluateRequest", "MAX_ITEMS"]
@@ -135,7 +136,11 @@ def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
     )
 
 
-@router.post("/api/v1/evaluate", summary="Run evaluators (or suites) on one item or a batch")
+@router.post(
+    "/api/v1/evaluate",
+    summary="Run evaluators (or suites) on one item or a batch",
+    responses=ERROR_RESPONSES,
+)
 async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONResponse:
     """Score ``input``/``output``/``expected``/``context`` with the named evaluators and suites.
 

@@ -8,15 +8,25 @@
 - ``logitjudge_batch_size`` (requests per engine call), ``logitjudge_batch_tokens`` (estimated),
   ``logitjudge_batch_duration_seconds``
 - ``logitjudge_rejected_requests_total{reason}`` (``queue_full``, ``shutting_down``)
+- ``logitjudge_low_option_mass_answers_total{type}``: answers whose ``x_option_mass`` is below
+  :data:`~logitjudge.settings.LOW_OPTION_MASS` (each such request also logs one WARNING, see
+  :meth:`ServerMetrics.observe_results`)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-__all__ = ["ServerMetrics"]
+from logitjudge.settings import LOW_OPTION_MASS
+
+__all__ = ["ServerMetrics", "low_option_mass"]
+
+logger = logging.getLogger("logitjudge.server")
 
 # Seconds: a 135M model on 2 CPU cores answers a small request in ~0.05-0.5 s; a 255-option
 # choice or a long state takes seconds; queueing adds up to tens of seconds under overload.
@@ -67,6 +77,12 @@ class ServerMetrics:
         self.rejections = Counter(
             "logitjudge_rejected_requests", "Requests refused without running", ["reason"], registry=r
         )
+        self.low_mass = Counter(
+            "logitjudge_low_option_mass_answers",
+            f"Answers whose x_option_mass (label mass before renormalising) is below {LOW_OPTION_MASS}",
+            ["type"],
+            registry=r,
+        )
 
     # -- HTTP ---------------------------------------------------------------------------------
 
@@ -78,6 +94,29 @@ class ServerMetrics:
         for t in types:
             self.questions.labels(type=t).inc()
         self.input_tokens.inc(max(0, input_tokens))
+
+    def observe_results(self, results: Iterable[Any], threshold: float = LOW_OPTION_MASS) -> None:
+        """Count and log answers with low option mass, for each engine result of one engine call.
+
+        One WARNING per request that has any (its question indexes, types and masses: never the
+        state, a question's text or an id), and ``logitjudge_low_option_mass_answers_total{type}``
+        counts each such answer. Errors among ``results`` are skipped.
+        """
+        for result in results:
+            low = low_option_mass(getattr(result, "answers", ()), threshold)
+            if not low:
+                continue
+            for _, qtype, _ in low:
+                self.low_mass.labels(type=qtype).inc()
+            logger.warning(
+                "low option mass: %d of %d answers have x_option_mass below %s (LOW_OPTION_MASS): %s; "
+                "the model put little probability on the answer labels, so their renormalised "
+                "probabilities rest on little (the prompt fits this model badly)",
+                len(low),
+                len(result.answers),
+                threshold,
+                ", ".join(f"question {i} ({qtype}) {mass:.4g}" for i, qtype, mass in low),
+            )
 
     def render(self) -> bytes:
         """The text exposition of every metric in this registry."""
@@ -97,3 +136,17 @@ class ServerMetrics:
 
     def rejected(self, reason: str) -> None:
         self.rejections.labels(reason=reason).inc()
+
+
+def low_option_mass(answers: Sequence[Any], threshold: float = LOW_OPTION_MASS) -> list[tuple[int, str, float]]:
+    """``(index, type, option_mass)`` of each answer whose ``option_mass`` is below ``threshold``.
+
+    ``answers`` are engine :class:`~logitjudge.engine.types.Answer` s (anything with ``type`` and
+    ``option_mass``), in question order. A non-finite mass is not flagged (the response has none).
+    """
+    low = []
+    for i, answer in enumerate(answers):
+        mass = float(answer.option_mass)
+        if math.isfinite(mass) and mass < threshold:
+            low.append((i, str(answer.type), mass))
+    return low

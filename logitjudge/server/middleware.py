@@ -19,13 +19,29 @@ import zstandard
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from logitjudge.server.errors import error_response
+from logitjudge.server.errors import error_response, unreadable_body_response
 from logitjudge.server.metrics import ServerMetrics
 
-__all__ = ["MetricsMiddleware", "BearerAuthMiddleware", "BodyMiddleware", "OPEN_PATHS"]
+__all__ = [
+    "MetricsMiddleware",
+    "BearerAuthMiddleware",
+    "BodyMiddleware",
+    "OPEN_PATHS",
+    "DOCS_ASSETS",
+    "is_open_path",
+]
+
+DOCS_ASSETS = "/docs/assets"
+"""Where the app serves the documentation pages' scripts, styles and favicon (``fastapi-offline``)."""
 
 OPEN_PATHS = frozenset({"/healthz", "/metrics", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
-"""Paths answered without an API key: probes, metrics and the API documentation."""
+"""Paths answered without an API key: probes, metrics and the API documentation (and every path
+under :data:`DOCS_ASSETS`)."""
+
+
+def is_open_path(path: str) -> bool:
+    """Whether ``path`` is answered without an API key (:data:`OPEN_PATHS` and the docs' assets)."""
+    return path in OPEN_PATHS or path.startswith(DOCS_ASSETS + "/")
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -79,7 +95,7 @@ class BearerAuthMiddleware:
         self._keys = tuple(k.encode("utf-8") for k in keys if k)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._keys or scope["path"] in OPEN_PATHS:
+        if scope["type"] != "http" or not self._keys or is_open_path(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = Headers(scope=scope).get("authorization")
@@ -108,7 +124,8 @@ class BodyMiddleware:
       ``request_too_large``; so does a zstd body that decompresses to more than that.
     - ``zstd`` bodies are decompressed and passed on without the ``Content-Encoding`` header
       (typesafe-sdk 0.7.5 compresses bodies of 1 KiB and more; spec A.2 T10). ``identity`` is
-      passed through; any other encoding gets 415.
+      passed through; any other encoding gets 415; a body that is not zstd gets the 422
+      ``json_invalid`` of every unreadable body (``logitjudge.server.errors``).
     - ``multipart/form-data`` on ``POST /v1/systemone`` (the SDK's image assets, T11) gets 400
       ``api_usage_error``: this is a text-only engine.
 
@@ -161,8 +178,8 @@ class BodyMiddleware:
             if decoded is None:
                 await self._too_large(scope, receive, send)
                 return
-            if isinstance(decoded, str):
-                await error_response(400, "invalid_request_error", decoded)(scope, receive, send)
+            if isinstance(decoded, str):  # one shape for every unreadable body (errors.py)
+                await unreadable_body_response(decoded)(scope, receive, send)
                 return
             body = bytearray(decoded)
             raw = [

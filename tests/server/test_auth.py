@@ -127,3 +127,89 @@ def test_keys_file_skips_blank_lines_and_comments(tmp_path) -> None:
     assert read_api_keys_file(path) == ("k-one", "k-two")
     with pytest.raises(OSError):
         read_api_keys_file(tmp_path / "missing")
+
+
+# -- keys through the real `logitjudge serve` argument parsing (scripted judge, no uvicorn) -----------
+
+
+@pytest.fixture
+def serve_main(monkeypatch: pytest.MonkeyPatch, scripted_judge: Judge):
+    """``logitjudge.cli.main`` with ``Judge.load`` and ``uvicorn.run`` replaced: returns the app
+    ``serve`` would have run. The environment starts with no key variables."""
+    import uvicorn
+
+    from logitjudge import cli
+    from logitjudge.judge import Judge as JudgeClass
+
+    served: list = []
+    monkeypatch.setattr(JudgeClass, "load", classmethod(lambda cls, *a, **kw: scripted_judge))
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
+    for name in ("LOGITJUDGE_API_KEYS", "LOGITJUDGE_API_KEYS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    package_logger = logging.getLogger("logitjudge")
+    level = package_logger.level  # run_serve sets it from --log-level; later tests expect it unset
+
+    def run(*argv: str):
+        served.clear()
+        assert cli.main(["serve", "--port", "8123", *argv]) == 0
+        (app,) = served
+        return app
+
+    yield run
+    package_logger.setLevel(level)
+
+
+def _accepts(app, key: str) -> bool:
+    with TestClient(app) as c:
+        assert c.post("/v1/systemone", json=BODY).status_code == 401
+        r = c.post("/v1/systemone", json=BODY, headers={"Authorization": f"Bearer {key}"})
+        return r.status_code == 200
+
+
+_FLAG_WARNING = "--api-key"
+
+
+def _flag_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name.startswith("logitjudge") and _FLAG_WARNING in r.getMessage()
+    ]
+
+
+def test_serve_reads_keys_from_the_environment_and_the_keys_file_without_a_warning(
+    serve_main, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path
+) -> None:
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("LOGITJUDGE_API_KEYS", "env-key-1, env-key-2")
+    app = serve_main()
+    assert app.state.config.api_keys == ("env-key-1", "env-key-2")
+    assert _accepts(app, "env-key-2")
+    monkeypatch.delenv("LOGITJUDGE_API_KEYS")
+
+    keys = tmp_path / "keys"
+    keys.write_text("# operator keys\nfile-key-1\n")
+    monkeypatch.setenv("LOGITJUDGE_API_KEYS_FILE", str(keys))
+    assert serve_main().state.config.api_keys == ("file-key-1",)
+    monkeypatch.delenv("LOGITJUDGE_API_KEYS_FILE")
+    app = serve_main("--api-keys-file", str(keys))
+    assert app.state.config.api_keys == ("file-key-1",) and _accepts(app, "file-key-1")
+
+    assert serve_main().state.config.api_keys == ()  # nothing set: auth off
+    assert _flag_warnings(caplog) == []
+    assert all(k not in caplog.text for k in ("env-key-1", "env-key-2", "file-key-1"))
+
+
+def test_serve_warns_when_keys_come_from_the_command_line(
+    serve_main, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Regression: ``--api-key KEY`` put the key in ``ps`` output and nothing said so."""
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv("LOGITJUDGE_API_KEYS", "env-key-1")
+    app = serve_main("--api-key", "flag-key-1", "--api-key", "flag-key-2")
+    assert app.state.config.api_keys == ("flag-key-1", "flag-key-2", "env-key-1")
+    assert _accepts(app, "flag-key-1")
+    (warning,) = _flag_warnings(caplog)
+    assert "2 API key(s)" in warning and "LOGITJUDGE_API_KEYS" in warning and "--api-keys-file" in warning
+    assert "ps" in warning
+    assert all(k not in caplog.text for k in ("flag-key-1", "flag-key-2", "env-key-1"))

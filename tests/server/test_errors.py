@@ -197,6 +197,40 @@ def test_huge_integers_and_wrong_content_types_are_4xx(client: TestClient) -> No
     assert client.post("/v1/systemone", content=ok, headers={"content-type": "text/plain"}).status_code == 422
 
 
+def _zstd(raw: bytes) -> bytes:
+    return zstandard.ZstdCompressor().compress(raw)
+
+
+_DEEP_STATE = b'{"model":"jev-latest","state":' + b"[" * 1000 + b"]" * 1000 + b',"questions":{"q":{"type":"noul"}}}'
+_LATIN1 = '{"model":"jev-latest","state":"caf\u00e9","questions":{"q":{"type":"noul"}}}'.encode("latin-1")
+# (label, body bytes, extra headers): every way a body can fail to be JSON other than a syntax error
+UNREADABLE: list[tuple[str, bytes, dict[str, str]]] = [
+    ("not utf-8", b'{"model":"jev-latest","state":"\xff\xfe broken","questions":{}}', {}),
+    ("latin-1 declared", _LATIN1, {"content-type": "application/json; charset=latin-1"}),
+    ("arrays 1000 deep", b"[" * 1000 + b"]" * 1000, {}),
+    ("objects 1000 deep", b'{"a":' * 1000 + b"1" + b"}" * 1000, {}),
+    ("state 1000 deep", _DEEP_STATE, {}),
+    ("5000-digit integer", b'{"model":"jev-latest","state":{"n":' + b"9" * 5000 + b'},"questions":{}}', {}),
+    ("zstd of non-utf-8", _zstd(b'{"state":"\xc3\x28"}'), {"content-encoding": "zstd"}),
+    ("zstd of latin-1", _zstd(_LATIN1), {"content-encoding": "zstd"}),
+    ("zstd of 1000 deep", _zstd(_DEEP_STATE), {"content-encoding": "zstd"}),
+    ("not zstd at all", b"not zstd", {"content-encoding": "zstd"}),
+]
+
+
+@pytest.mark.parametrize("route", ["/v1/systemone", "/api/v1/evaluate"])
+@pytest.mark.parametrize("label,raw,headers", UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_unreadable_bodies_get_one_422_shape_on_both_apis(
+    client: TestClient, route: str, label: str, raw: bytes, headers: dict[str, str]
+) -> None:
+    """Regression: these got a bare 400 "There was an error parsing the body", naming no field."""
+    r = client.post(route, content=raw, headers={**JSON, **headers})
+    (d,) = assert_validation_shape(r)
+    assert d["loc"] == ["body"] and d["type"] == "json_invalid", d
+    assert d["msg"].startswith("JSON decode error: ") and d["ctx"]["error"] in d["msg"], d
+    assert "sys.set_int_max_str_digits" not in d["msg"]  # Python's advice is not the client's
+
+
 def test_unknown_model_is_400_api_usage_error(client: TestClient) -> None:
     msg = assert_error_shape(
         client.post("/v1/systemone", json={**BODY, "model": "jev-9"}), 400, "api_usage_error"
@@ -259,7 +293,7 @@ def test_zstd_bombs_garbage_and_unknown_encodings_are_4xx(scripted_judge: Judge)
         r = c.post("/v1/systemone", content=bomb, headers={**JSON, "content-encoding": "zstd"})
         assert_error_shape(r, 413, "request_too_large")
         r = c.post("/v1/systemone", content=b"not zstd", headers={**JSON, "content-encoding": "zstd"})
-        assert_error_shape(r, 400, "invalid_request_error")
+        assert assert_validation_shape(r)[0]["type"] == "json_invalid"  # like every unreadable body
         r = c.post("/v1/systemone", content=b"{}", headers={**JSON, "content-encoding": "br"})
         assert_error_shape(r, 415, "unsupported_media_type")
 
@@ -308,7 +342,14 @@ def test_engine_errors_map_through_the_table(body: dict[str, Any]) -> None:
 # -- overload --------------------------------------------------------------------------------------
 
 
-def test_a_full_queue_answers_503_with_retry_after() -> None:
+def assert_overloaded(r: httpx.Response) -> str:
+    """Spec A.9 E6: 529 ``overloaded_error`` with Retry-After (s) and retry-after-ms."""
+    msg = assert_error_shape(r, 529, "overloaded_error")
+    assert int(r.headers["retry-after"]) >= 1 and int(r.headers["retry-after-ms"]) >= 1000
+    return msg
+
+
+def test_a_full_queue_answers_529_overloaded_with_retry_after() -> None:
     engine = GatedEngine()
     app = create_app(Judge(engine), max_queue=1)
 
@@ -323,15 +364,47 @@ def test_a_full_queue_answers_503_with_retry_after() -> None:
                     break
                 await asyncio.sleep(0.002)
             refused = await c.post("/v1/systemone", json=BODY)
+            item = {"input": "Refund?", "output": "Yes.", "context": ["Refunds: 30 days."]}
+            refused_eval = await c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance"], **item})
             engine.gate.set()
             metrics = await c.get("/metrics")
-            return [await running, await waiting, refused, metrics]
+            return [await running, await waiting, refused, refused_eval, metrics]
 
-    running, waiting, refused, metrics = asyncio.run(main())
+    running, waiting, refused, refused_eval, metrics = asyncio.run(main())
     assert running.status_code == 200 and waiting.status_code == 200
-    assert_error_shape(refused, 503, "overloaded_error")
-    assert int(refused.headers["retry-after"]) >= 1 and int(refused.headers["retry-after-ms"]) >= 1000
-    assert 'logitjudge_rejected_requests_total{reason="queue_full"} 1.0' in metrics.text
+    assert "queue is full" in assert_overloaded(refused)
+    assert "queue is full" in assert_overloaded(refused_eval)
+    assert 'logitjudge_rejected_requests_total{reason="queue_full"} 2.0' in metrics.text
+
+
+class OutOfMemoryEngine(ScriptedEngine):
+    """Every engine call runs out of memory (so even the split-down single request does)."""
+
+    def run_batch(self, requests):  # type: ignore[override]
+        raise MemoryError("simulated")
+
+
+def test_out_of_memory_after_splitting_and_shutting_down_answer_529() -> None:
+    with TestClient(create_app(Judge(OutOfMemoryEngine())), raise_server_exceptions=False) as c:
+        assert "out of memory" in assert_overloaded(c.post("/v1/systemone", json=BODY))
+    app = create_app(Judge(ScriptedEngine()))
+    with TestClient(app) as c:
+        asyncio.run(app.state.scheduler.close(timeout=1))  # shutdown has begun
+        assert "shutting down" in assert_overloaded(c.post("/v1/systemone", json=BODY))
+        item = {"input": "Refund?", "output": "Yes.", "context": ["Refunds: 30 days."]}
+        r = c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance"], **item})
+        assert "shutting down" in assert_overloaded(r)
+        health = c.get("/healthz")  # the probe, not the API: 503 tells a load balancer to move on
+        assert health.status_code == 503 and health.json()["status"] == "draining"
+
+
+def test_the_openapi_document_lists_529_with_its_retry_headers(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/v1/systemone", "/api/v1/evaluate"):
+        responses = paths[path]["post"]["responses"]
+        assert "503" not in responses, path
+        assert set(responses["529"]["headers"]) == {"Retry-After", "retry-after-ms"}, path
+        assert "overloaded_error" in responses["529"]["description"]
 
 
 # -- request limits: each a 422 naming the limit, each configurable --------------------------------
