@@ -65,6 +65,8 @@ def _header(headers: Any, name: str) -> str:
 
 def check_response(path: str, status: int, headers: Any, text: str) -> str | None:
     """The rule a response breaks, or None. The rules of spec A.9 (E1, E3, E4, E5)."""
+    if status == 529:  # overloaded (spec E6): retryable, must say when
+        return None if _header(headers, "retry-after") else "529 without Retry-After"
     if status >= 500:
         return f"5xx: {status}"
     try:
@@ -96,7 +98,7 @@ def check_response(path: str, status: int, headers: Any, text: str) -> str | Non
         )
         if not ok:
             return f"{status} without the {{detail: {{error_type, message}}}} shape"
-        if status in (429, 503) and not _header(headers, "retry-after"):
+        if status == 429 and not _header(headers, "retry-after"):
             return f"{status} without Retry-After"
         return None
     if 200 <= status < 300:

