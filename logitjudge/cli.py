@@ -15,6 +15,7 @@ status 2 for a bad request and 1 for an engine failure.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import sys
@@ -44,10 +45,33 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-batch-tokens", type=int, default=None, help="most tokens in one packed forward row (default 8192)"
     )
+    p.add_argument(
+        "--judge-factory",
+        default=None,
+        metavar="MODULE:CALLABLE",
+        help="build the judge with this callable (no arguments) instead of loading --model; "
+        "the other model flags are then unused (custom engines, tests)",
+    )
 
 
 def load_judge(args: argparse.Namespace) -> Any:
-    """A :class:`~logitjudge.Judge` from the shared model flags."""
+    """A :class:`~logitjudge.Judge` from the shared model flags (:func:`add_model_args`).
+
+    This is the one loader of every subcommand (``ask``, ``evaluate``, ``calibrate``): each flag
+    reaches :meth:`Judge.load <logitjudge.judge.Judge.load>`. With ``--judge-factory MODULE:CALLABLE``
+    the judge is ``CALLABLE()`` instead (default callable name ``make_judge``).
+
+    Raises:
+        LogitJudgeError: the model cannot be loaded, or the factory cannot be imported or called.
+    """
+    factory = getattr(args, "judge_factory", None)
+    if factory:
+        module, _, attr = factory.partition(":")
+        try:
+            make = getattr(importlib.import_module(module), attr or "make_judge")
+        except (ImportError, AttributeError) as exc:
+            raise LogitJudgeError(f"--judge-factory {factory!r}: {exc}") from None
+        return make()
     from logitjudge.judge import Judge
 
     return Judge.load(

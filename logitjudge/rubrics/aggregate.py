@@ -22,6 +22,12 @@ Positive class: ``passed`` (configurable: ``positive="failed"`` reports failure 
 vrash/jeval does). Precision, recall and F1 are scikit-learn's; a zero denominator gives
 ``value: null`` and a reason, never NaN. Pairwise ranking uses ``x_soft_score`` when present
 (chunk_relevance: mean p(relevant)), else ``score``.
+
+Low option mass: where results carry ``x_option_mass`` (the lowest label mass of the
+evaluator's answers, see :func:`logitjudge.rubrics.runner.lowest_option_mass`), the metric
+``low_option_mass`` is the share of ok results under :data:`logitjudge.settings.LOW_OPTION_MASS`
+(lower is better): there the model put almost no probability on the answer labels, and the
+renormalised probabilities, hence the scores, rest on almost nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from pydantic import BaseModel, ConfigDict
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support, roc_auc_score
 
 from logitjudge.rubrics.results import EvaluatorSummary, Metric
+from logitjudge.settings import LOW_OPTION_MASS
 
 __all__ = [
     "Gold",
@@ -43,6 +50,7 @@ __all__ = [
     "summarize",
     "expected_calibration_error",
     "reliability_bins",
+    "low_option_mass_metric",
     "DATASET_EVALUATORS",
 ]
 
@@ -306,6 +314,24 @@ def _typed_metrics(entries: list[tuple[Mapping[str, Any], Any]], unknown: int) -
     return out
 
 
+def low_option_mass_metric(masses: Sequence[float], threshold: float = LOW_OPTION_MASS) -> Metric:
+    """Share of results whose ``x_option_mass`` is under ``threshold`` (lower is better)."""
+    n = len(masses)
+    if not n:
+        return Metric(
+            name="low_option_mass", value=None, n=0, higher_is_better=False, reason="no result carries x_option_mass"
+        )
+    share = sum(m < threshold for m in masses) / n
+    return Metric(
+        name="low_option_mass",
+        value=share,
+        n=n,
+        stderr=_rate_stderr(share, n),
+        higher_is_better=False,
+        reason=f"share of answers with x_option_mass under {threshold} (the scores there rest on almost nothing)",
+    )
+
+
 def _judged_length(name: str, lengths: Mapping[str, Any]) -> int | None:
     """Characters of the text an evaluator mostly judges: the context for retrieval evaluators,
     else the output (``x_lengths`` of a result row, written by the CLI)."""
@@ -343,6 +369,7 @@ def summarize(
                     "typed": [],
                     "unknown": 0,
                     "lengths": [],
+                    "masses": [],
                 },
             )
             length = _judged_length(name, row.get("x_lengths") or {})
@@ -354,6 +381,8 @@ def summarize(
                 a["errors"] += 1
                 continue
             a["n"] += 1
+            if isinstance(mass := res.get("x_option_mass"), (int, float)):
+                a["masses"].append(float(mass))
             score, passed = res.get("score"), res.get("passed")
             if score is not None:
                 a["scores"].append(float(score))
@@ -389,6 +418,8 @@ def summarize(
             metrics[1] = metrics[1].model_copy(
                 update={"stderr": _rate_stderr(metrics[1].value or 0.0, len(a["passed"]))}
             )
+        if a["masses"]:
+            metrics.append(low_option_mass_metric(a["masses"]))
         if a["cls"]:
             metrics += _classification(name, a["cls"], positive)
             if (baseline := _length_baseline_auroc(a["lengths"])) is not None:

@@ -10,42 +10,70 @@
   (``question``, ``answer``, ``contexts``, ``ground_truth``); JSONL, CSV, or Parquet (pandas).
 - ``--evaluators``: comma-separated evaluator and suite names, or ``auto`` (the default): each
   row's own ``evaluator`` field, as in the labelled data sets (their typed-question rows run
-  ``typed_question``).
+  ``typed_question``). With ``auto``, a file where no row names an evaluator is refused (exit
+  2, before the model loads); in a mixed file the rows without one are recorded as errors and a
+  warning names them.
 - Results: one JSON line per item as it finishes (see :mod:`logitjudge.rubrics.dataio`);
-  re-running with the same ``--out`` skips the ids already there.
+  re-running with the same ``--out`` skips the ids finished cleanly and retries rows with an
+  error. ``<out>.run.json`` records what produced the file (evaluator selection with versions
+  and thresholds, model flags, the engine's model, fingerprint, prompt version, dtype and
+  calibration); a re-run under another configuration is refused (exit 2, naming what differs;
+  the evaluator selection is checked before the model loads) unless ``--overwrite`` starts the
+  file afresh.
 - Summary: printed as a table and written as JSON (``--summary``, default ``<out>.summary.json``)
-  with the command, configuration, environment, timing and per-evaluator metric records.
-- ``--report``: a self-contained HTML report with score histograms and reliability diagrams.
+  with the command, configuration, environment, timing and per-evaluator metric records,
+  including ``low_option_mass``: the share of answers whose ``x_option_mass`` is under
+  :data:`logitjudge.settings.LOW_OPTION_MASS`.
+- ``--report``: a self-contained HTML report with the model's name and fingerprint, score
+  histograms, reliability diagrams and a per-item table.
 
 Exit status: 0 done (rows may still hold per-item errors, counted in the summary), 2 bad
-arguments or data, 1 the model could not be loaded.
+arguments or data, or a results file from another configuration, 1 the model could not be loaded.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import datetime
 import json
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from logitjudge.cli import add_model_args, load_judge
 from logitjudge.errors import LogitJudgeError, RequestError
-from logitjudge.rubrics.aggregate import gold_of, summarize
+from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
 from logitjudge.rubrics.api import AUTO, selection_for, to_item
-from logitjudge.rubrics.dataio import DataError, ResultsWriter, read_rows, row_id
-from logitjudge.rubrics.registry import default_registry
+from logitjudge.rubrics.dataio import (
+    DataError,
+    ResultsWriter,
+    read_rows,
+    read_run_record,
+    results_rows,
+    row_id,
+    run_record_path,
+    scan_results,
+    write_run_record,
+)
+from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.results import EvaluatorSummary
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
+from logitjudge.settings import LOW_OPTION_MASS
 
 __all__ = ["add_evaluate_parser", "run_evaluate", "main"]
+
+RUN_RECORD_FORMAT = "logitjudge-evaluate-run/1"
+
+ENGINE_KEYS = ("model", "fingerprint", "prompt_version", "dtype", "calibration")
+"""What identifies the engine behind a results file: the same keys give the same answers."""
 
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("mean_score", "mean"),
     ("pass_rate", "pass"),
+    ("low_option_mass", "low mass"),
     ("precision", "P"),
     ("recall", "R"),
     ("f1", "F1"),
@@ -57,18 +85,6 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("chunk_accuracy", "chunk acc"),
     ("chunk_macro_f1", "chunk F1"),
 )
-
-
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    try:
-        from logitjudge.cli import add_model_args
-    except ImportError:  # pragma: no cover - the main CLI ships with the package
-        p.add_argument("--model", default=None)
-        p.add_argument("--device", default="auto")
-        p.add_argument("--dtype", default="auto")
-        p.add_argument("--strategy", default="auto")
-    else:
-        add_model_args(p)
 
 
 def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -85,7 +101,11 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="comma-separated evaluators and suites (RAG, Correctness, Everything), or auto (default): "
         "each row's own `evaluator` field",
     )
-    p.add_argument("--out", required=True, help="results JSONL (appended; re-running resumes)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="results JSONL (appended; re-running resumes it, and refuses another configuration)",
+    )
     p.add_argument("--summary", default=None, help="summary JSON path (default: <out>.summary.json)")
     p.add_argument("--report", default=None, help="write a self-contained HTML report here")
     p.add_argument("--limit", type=int, default=None, help="use only the first N rows of the file")
@@ -105,13 +125,12 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--request-model", default=DEFAULT_MODEL, help="the `model` name sent in each request")
     p.add_argument(
-        "--judge-factory",
-        default=None,
-        metavar="MODULE:CALLABLE",
-        help="build the judge with this callable instead of loading --model (custom engines, tests)",
+        "--overwrite",
+        action="store_true",
+        help="start --out afresh (its rows and run record are replaced) instead of resuming it",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_model_args(p)
+    add_model_args(p)
     p.set_defaults(func=run_evaluate)
     return p
 
@@ -129,16 +148,6 @@ def _parse_thresholds(values: Sequence[str]) -> dict[str, float]:
             raise ValueError(f"--threshold {v!r}: expected NAME=VALUE")
         out[name.strip()] = float(num)
     return out
-
-
-def _load_judge(args: argparse.Namespace) -> Any:
-    if args.judge_factory:
-        module, _, attr = args.judge_factory.partition(":")
-        return getattr(importlib.import_module(module), attr or "make_judge")()
-    from logitjudge.judge import Judge
-
-    return Judge.load(args.model, device=args.device, dtype=args.dtype, strategy=args.strategy,
-                      calibration=getattr(args, "calibration", None))
 
 
 def _environment(judge: Any) -> dict[str, Any]:
@@ -176,7 +185,8 @@ def _progress(total: int, initial: int, disable: bool) -> Any:
 
 
 def print_table(summary: dict[str, EvaluatorSummary]) -> None:
-    """The summary as a fixed table (rich), one row per evaluator."""
+    """The summary as a fixed table (rich), one row per evaluator; then a line per evaluator
+    with answers under the option-mass threshold."""
     from rich.console import Console
     from rich.table import Table
 
@@ -201,6 +211,134 @@ def print_table(summary: dict[str, EvaluatorSummary]) -> None:
         ]
         if name == "typed_question" and extra:
             print("typed_question: " + ", ".join(f"{m.name}={m.value:.3f} (n={m.n})" for m in extra))
+    for name, s in summary.items():
+        low = s.metric("low_option_mass")
+        if low is not None and low.value:
+            print(
+                f"low option mass: {name}: {round(low.value * low.n)} of {low.n} answers under "
+                f"{LOW_OPTION_MASS} (the model put almost no probability on the answer labels; "
+                "those scores rest on almost nothing)"
+            )
+
+
+# -- what produced a results file (``<out>.run.json``) -------------------------------------------
+
+
+def _selection_record(
+    registry: Registry,
+    requested: Sequence[str],
+    fixed: Sequence[Selected] | None,
+    rows: Sequence[Mapping[str, Any]],
+    thresholds: Mapping[str, float],
+) -> dict[str, Any]:
+    """The evaluator selection of a run: the evaluators it resolves to (or ``auto``), their
+    versions and effective thresholds, and the names as given (for messages only).
+
+    With ``auto`` the versions and thresholds are those of the evaluators the rows name.
+    """
+    if fixed is not None:
+        evaluators: str | list[str] = [s.name for s in fixed]
+        names = list(evaluators)
+    else:
+        evaluators = AUTO
+        own = {DATASET_EVALUATORS.get(e, e) for r in rows if isinstance(e := r.get("evaluator"), str)}
+        if any(isinstance(r.get("question"), dict) for r in rows):
+            own.add("typed_question")
+        names = sorted(n for n in own if n in registry.evaluators)
+    defs = {n: registry.evaluators[n] for n in names}
+    return {
+        "requested": list(requested),
+        "evaluators": evaluators,
+        "versions": {n: d.version for n, d in defs.items()},
+        "thresholds": {n: thresholds.get(n, d.threshold) for n, d in defs.items()},
+    }
+
+
+def _model_flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k, None) for k in ("model", "dtype", "calibration", "judge_factory")}
+
+
+def _shown(value: Any, *, digest: bool = False) -> str:
+    """A recorded value for a message: lists joined, digests shortened to 12 characters."""
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "(none)"
+    if digest and isinstance(value, str) and len(value) > 12:
+        return value[:12] + "…"
+    return "none" if value is None else str(value)
+
+
+def selection_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What differs between a recorded and the current evaluator selection (empty when none)."""
+    out = []
+    if recorded.get("evaluators") != current["evaluators"]:
+        old = recorded.get("requested", recorded.get("evaluators"))
+        out.append(f"--evaluators: {_shown(current['requested'])} now, {_shown(old)} in the file")
+    for key, what in (("versions", "version"), ("thresholds", "threshold")):
+        old = recorded.get(key) or {}
+        for name in sorted(set(old) & set(current[key])):
+            if old[name] != current[key][name]:
+                out.append(f"{name} {what}: {current[key][name]} now, {old[name]} in the file")
+    return out
+
+
+def engine_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What differs between the recorded and the loaded engine (:data:`ENGINE_KEYS`)."""
+    out = []
+    for key in ENGINE_KEYS:
+        if recorded.get(key) != current.get(key):
+            digest = key in ("fingerprint", "calibration")
+            now, then = _shown(current.get(key), digest=digest), _shown(recorded.get(key), digest=digest)
+            out.append(f"{key}: {now} now, {then} in the file")
+    return out
+
+
+def _refuse(out: Path, differences: Sequence[str]) -> int:
+    return _fail(
+        f"{out} was produced by another configuration ({'; '.join(differences)}); resuming would mix "
+        f"both in one file. Use another --out, or --overwrite to start {out.name} afresh."
+    )
+
+
+# -- the subcommand --------------------------------------------------------------------------------
+
+
+def _plan_rows(
+    registry: Registry,
+    fixed: Sequence[Selected] | None,
+    ids: Sequence[str],
+    rows: Sequence[dict[str, Any]],
+    done: set[str],
+) -> tuple[list[tuple[str, dict[str, Any], ItemPlan]], list[tuple[str, str, bool]]]:
+    """(plans of the rows not done, rows that cannot be planned: (id, error, lacks an evaluator))."""
+    pending: list[tuple[str, dict[str, Any], ItemPlan]] = []
+    invalid: list[tuple[str, str, bool]] = []
+    for rid, raw in zip(ids, rows, strict=True):
+        if rid in done:
+            continue
+        try:
+            item = to_item({**raw, "id": rid})
+            plan = plan_item(item, fixed or selection_for(registry, AUTO, item), strict=False)
+        except RequestError as exc:
+            lacks = fixed is None and exc.field == ("evaluator",) and not isinstance(raw.get("evaluator"), str)
+            invalid.append((rid, f"{type(exc).__name__}: {exc.message}", lacks))
+            continue
+        pending.append((rid, raw, plan))
+    return pending, invalid
+
+
+def _nothing_plannable(data: str, invalid: Sequence[tuple[str, str, bool]]) -> str:
+    lacking = sum(lacks for *_, lacks in invalid)
+    if lacking == len(invalid):
+        return (
+            f"{data}: no row has an `evaluator` field, and --evaluators is auto (the default), so no "
+            "evaluator can be chosen for any row; name them, e.g. --evaluators RAG (or "
+            "faithfulness,answer_relevancy). Nothing was run or written."
+        )
+    first = next((rid, why) for rid, why, lacks in invalid if not lacks)
+    return (
+        f"{data}: no row can be evaluated ({len(invalid) - lacking} invalid rows, {lacking} without an "
+        f"`evaluator` field while --evaluators is auto); first: {first[0]}: {first[1]}. Nothing was run or written."
+    )
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -222,42 +360,94 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     out = Path(args.out)
     summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
+    selection = _selection_record(registry, names, fixed, rows, thresholds)
+    model_flags = _model_flags(args)
+
+    # What the file holds and what produced it; a resume under another selection stops here,
+    # before the model loads.
     try:
-        writer = ResultsWriter(out)
+        done, errored = (set(), set()) if args.overwrite else scan_results(out)
+        record = None if args.overwrite else read_run_record(out)
     except DataError as exc:
         return _fail(str(exc))
-    done_before = len([i for i in ids if i in writer.done])
-    if writer.dropped_partial:
+    existing = bool(done or errored)
+    if existing and record is None:
+        return _fail(
+            f"{out} has rows but no run record ({run_record_path(out).name}), so what produced them is "
+            f"unknown; use another --out, or --overwrite to start {out.name} afresh"
+        )
+    if existing and record is not None and (diffs := selection_differences(record.get("selection") or {}, selection)):
+        return _refuse(out, diffs)
+
+    pending, invalid = _plan_rows(registry, fixed, ids, rows, done)
+    resumed = [i for i in ids if i in done]
+    if invalid and not pending and not resumed:
+        return _fail(_nothing_plannable(args.data, invalid))
+    lacking = [rid for rid, _, lacks in invalid if lacks]
+    if lacking:
         print(
-            f"logitjudge evaluate: dropped a partial last line ({writer.dropped_partial} bytes) of {out}",
+            f"logitjudge evaluate: {len(lacking)} of {len(rows)} rows have no `evaluator` field while "
+            f"--evaluators is auto (first: {lacking[0]}); they are recorded as errors and retried on a "
+            "resume: give them an `evaluator` field, or run every row with --evaluators NAMES "
+            "(another --out, or --overwrite)",
             file=sys.stderr,
         )
 
-    # Plan every remaining row first: a row that cannot be planned becomes an error row.
-    pending: list[tuple[str, dict[str, Any], ItemPlan]] = []
-    invalid = 0
-    for rid, raw in zip(ids, rows, strict=True):
-        if rid in writer.done:
-            continue
-        try:
-            item = to_item({**raw, "id": rid})
-            plan = plan_item(item, fixed or selection_for(registry, AUTO, item), strict=False)
-        except RequestError as exc:
-            writer.write(
-                {"id": rid, "results": {}, "passed": None, "error": f"{type(exc).__name__}: {exc.message}"}
-            )
-            invalid += 1
-            continue
-        pending.append((rid, raw, plan))
-
+    # Load when there is work, or to check the engine when these model flags were never seen to
+    # give the recorded engine (flags that passed the check are added to the record).
     judge = None
+    engine: dict[str, Any] | None = None
+    flags_known = existing and record is not None and model_flags in (record.get("model_flags") or [])
+    if pending or (existing and not flags_known):
+        try:
+            judge = load_judge(args)
+        except LogitJudgeError as exc:
+            return _fail(f"cannot load the model: {exc.message}", 1)
+        engine = _environment(judge)["engine"] or {}
+        if existing and record is not None:
+            if diffs := engine_differences(record.get("engine") or {}, engine):
+                return _refuse(out, diffs)
+            if not flags_known:
+                write_run_record(out, {**record, "model_flags": [*(record.get("model_flags") or []), model_flags]})
+
+    writer = None
+    if pending or invalid:
+        if not existing:  # a new file (or --overwrite): its run record first, then the rows
+            out.unlink(missing_ok=True)
+            write_run_record(
+                out,
+                {
+                    "format": RUN_RECORD_FORMAT,
+                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                    "data": str(args.data),
+                    "selection": selection,
+                    "model_flags": [model_flags],  # every flag set seen to give this engine
+                    "engine": engine,
+                },
+            )
+        try:
+            writer = ResultsWriter(out, retry_errors=set(ids))
+        except DataError as exc:
+            return _fail(str(exc))
+        if writer.dropped_partial:
+            print(
+                f"logitjudge evaluate: dropped a partial last line ({writer.dropped_partial} bytes) of {out}",
+                file=sys.stderr,
+            )
+    retried = [i for i in ids if i in errored]
+    if resumed or retried:
+        print(
+            f"logitjudge evaluate: resumed {len(resumed)} of {len(rows)} rows from {out}"
+            + (f"; retrying {len(retried)} rows that had errors" if retried else ""),
+            file=sys.stderr,
+        )
+    for rid, why, _ in invalid:
+        assert writer is not None
+        writer.write({"id": rid, "results": {}, "passed": None, "error": why})
+
     started = time.monotonic()
     if pending:
-        try:
-            judge = _load_judge(args)
-        except LogitJudgeError as exc:
-            writer.close()
-            return _fail(f"cannot load the model: {exc.message}", 1)
+        assert writer is not None and judge is not None
         bar = _progress(len(rows), len(rows) - len(pending), args.no_progress)
         try:
             results = run_plans(
@@ -269,17 +459,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 registry=registry,
             )
             for (rid, raw, _), res in zip(pending, results, strict=True):
-                record = res.model_dump(mode="json", exclude_none=True)
-                record["id"] = rid
-                if isinstance(raw.get("evaluator"), str):
-                    record["evaluator"] = raw["evaluator"]
-                gold = gold_of(raw)
-                if not gold.is_empty():
-                    record["gold"] = gold.model_dump(mode="json")
-                record["x_lengths"] = {
-                    k: n for k in ("output", "context") if (n := _text_len(res_field(raw, k))) is not None
-                }
-                writer.write(record)
+                writer.write(_result_record(rid, raw, res))
                 bar.update(1)
         except LogitJudgeError as exc:  # e.g. an unknown --request-model: nothing can run
             bar.close()
@@ -287,18 +467,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
             return _fail(f"{type(exc).__name__}: {exc.message}")
         bar.close()
     elapsed = time.monotonic() - started
-    writer.close()
+    if writer is not None:
+        writer.close()
 
     wanted = set(ids)
-    all_rows = [r for r in ResultsWriter(out).rows() if str(r.get("id")) in wanted]
+    latest = {str(r.get("id")): r for r in results_rows(out) if str(r.get("id")) in wanted}
+    all_rows = list(latest.values())
     summary = summarize(all_rows, positive=args.positive)
     print_table(summary)
-    record = {
+    produced_by = engine if engine is not None else (record or {}).get("engine")
+    summary_record = {
         "command": " ".join(["logitjudge", "evaluate", *sys.argv[2:]])
         if sys.argv[1:2] == ["evaluate"]
         else " ".join(sys.argv),
         "data": str(args.data),
         "out": str(out),
+        "run_record": str(run_record_path(out)),
         "config": {
             "evaluators": names,
             "model": args.model,
@@ -307,38 +491,58 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "thresholds": thresholds,
             "positive": args.positive,
             "limit": args.limit,
+            "low_option_mass_threshold": LOW_OPTION_MASS,
         },
         "environment": _environment(judge) if judge is not None else None,
+        "engine": produced_by,
         "run": {
             "rows": len(rows),
-            "done_before": done_before,
+            "done_before": len(resumed),
+            "retried": len(retried),
             "ran": len(pending),
-            "invalid_rows": invalid,
+            "invalid_rows": len(invalid),
+            "model_loaded": judge is not None,
             "elapsed_s": round(elapsed, 3),
             "items_per_s": round(len(pending) / elapsed, 3) if pending and elapsed > 0 else None,
         },
         "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
     }
     summary_path.write_text(
-        json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+        json.dumps(summary_record, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n",
+        encoding="utf-8",
     )
     print(f"results: {out} ({len(all_rows)} rows)   summary: {summary_path}")
     if args.report:
         from logitjudge.rubrics.report import build_report
 
-        meta = {
-            "data": args.data,
-            "results": out,
-            "evaluators": ",".join(names),
-            "model": args.model or "default",
-            "rows": len(all_rows),
-        }
+        meta = {"data": args.data, "results": out, "evaluators": ",".join(names), "rows": len(all_rows)}
         Path(args.report).write_text(
-            build_report(summary, all_rows, title=f"logitjudge evaluate: {Path(args.data).name}", meta=meta),
+            build_report(
+                summary,
+                all_rows,
+                title=f"logitjudge evaluate: {Path(args.data).name}",
+                meta=meta,
+                engine=produced_by,
+            ),
             encoding="utf-8",
         )
         print(f"report: {args.report}")
     return 0
+
+
+def _result_record(rid: str, raw: Mapping[str, Any], res: Any) -> dict[str, Any]:
+    """The results-file row of one item: its result, id, dataset evaluator, gold and lengths."""
+    record = res.model_dump(mode="json", exclude_none=True)
+    record["id"] = rid
+    if isinstance(raw.get("evaluator"), str):
+        record["evaluator"] = raw["evaluator"]
+    gold = gold_of(raw)
+    if not gold.is_empty():
+        record["gold"] = gold.model_dump(mode="json")
+    record["x_lengths"] = {
+        k: n for k in ("output", "context") if (n := _text_len(res_field(dict(raw), k))) is not None
+    }
+    return record
 
 
 def res_field(raw: dict[str, Any], key: str) -> Any:

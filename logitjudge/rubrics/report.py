@@ -1,9 +1,13 @@
 """A self-contained HTML report of a dataset evaluation (plots embedded as base64 PNG).
 
-Per evaluator: the summary metrics, a histogram of scores, and, where gold pass labels exist, a
+At the top: the data, the results file and the model that produced the results (its name and
+fingerprint prefix from ``judge.describe()``, prompt version, dtype, calibration). Per
+evaluator: the summary metrics, a histogram of scores, and, where gold pass labels exist, a
 reliability diagram (mean score per bin against the share of items whose gold label is
-"should pass"; the diagonal is perfect calibration). Plots are made with matplotlib's Agg
-backend, so no display is needed.
+"should pass"; the diagonal is perfect calibration). Then one table row per item and evaluator
+(id, evaluator, status, score, passed, gold, option mass), with results that disagree with
+their gold label and answers under :data:`~logitjudge.settings.LOW_OPTION_MASS` marked. Plots are
+made with matplotlib's Agg backend, so no display is needed; the page has no scripts.
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from typing import Any
 
 from logitjudge.rubrics.aggregate import Gold, reliability_bins
 from logitjudge.rubrics.results import EvaluatorSummary
+from logitjudge.settings import LOW_OPTION_MASS
 
-__all__ = ["build_report", "format_value"]
+__all__ = ["build_report", "format_value", "model_line", "MAX_ITEM_ROWS"]
+
+MAX_ITEM_ROWS = 5000
+"""Most rows of the per-item table (the results file has them all)."""
 
 
 def format_value(v: float | None, digits: int = 3) -> str:
@@ -72,7 +80,76 @@ th{background:#f3f3f3}
 td:first-child,th:first-child{text-align:left}section{margin-bottom:2rem}
 img{margin-right:1rem;vertical-align:top}
 .meta{color:#555;font-size:.9rem}code{background:#f5f5f5;padding:0 .2rem}
+tr.low td{background:#fff3cd}tr.miss td.passed{background:#f8d7da}.warn{color:#8a6d00}
 """
+
+
+def model_line(engine: Mapping[str, Any] | None) -> str:
+    """``"smollm2-135m-instruct (fingerprint a2d3a93f3b08)"`` from an engine description."""
+    if not engine:
+        return "unknown (no engine description recorded)"
+    name = str(engine.get("model") or "unknown")
+    fp = engine.get("fingerprint")
+    return f"{name} (fingerprint {str(fp)[:12]})" if fp else name
+
+
+def _gold_text(gold: Gold, name: str) -> tuple[str, bool | None]:
+    """(what the gold label says for evaluator ``name``, the gold pass verdict if any)."""
+    if name in gold.passed:
+        verdict = gold.passed[name]
+        return ("should pass" if verdict else "should fail"), verdict
+    if name in gold.pair:
+        pair_id, preferred = gold.pair[name]
+        return f"pair {pair_id}: {'preferred' if preferred else 'not preferred'}", None
+    if name == "typed_question" and (gold.answer is not None or gold.unknown):
+        return ("unknown" if gold.unknown else str(gold.answer)), None
+    return "–", None
+
+
+def _item_row(rid: str, name: str, res: Mapping[str, Any], gold: Gold) -> tuple[str, bool]:
+    """(one ``<tr>`` of the items table, whether its option mass is low)."""
+    mass = res.get("x_option_mass")
+    low = isinstance(mass, (int, float)) and mass < LOW_OPTION_MASS
+    gold_text, verdict = _gold_text(gold, name)
+    passed = res.get("passed")
+    miss = verdict is not None and passed is not None and passed != verdict
+    classes = " ".join(c for c, on in (("low", low), ("miss", miss)) if on)
+    status = str(res.get("status", "?"))
+    note = ["⚠ low" if low else "", str(res.get("reason") or "") if status != "ok" else ""]
+    cells = [
+        rid,
+        html.escape(name),
+        html.escape(status),
+        format_value(res.get("score")),
+        "–" if passed is None else ("yes" if passed else "no"),
+        html.escape(gold_text),
+        format_value(mass, 4),
+        html.escape(" ".join(n for n in note if n)),
+    ]
+    tds = "".join(f"<td class='passed'>{c}</td>" if i == 4 else f"<td>{c}</td>" for i, c in enumerate(cells))
+    return (f"<tr class='{classes}'>" if classes else "<tr>") + tds + "</tr>", low
+
+
+def _item_rows(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], int, int]:
+    """(table rows, results in all, results with low option mass) of the per-item table."""
+    out: list[str] = []
+    total = low = 0
+    for r in rows:
+        rid = html.escape(str(r.get("id")))
+        if r.get("error"):
+            total += 1
+            if len(out) < MAX_ITEM_ROWS:
+                why = html.escape(str(r["error"]))
+                out.append(f"<tr><td>{rid}</td><td>–</td><td>error</td><td colspan='5'>{why}</td></tr>")
+            continue
+        gold = Gold.model_validate(r["gold"]) if r.get("gold") else Gold()
+        for name, res in (r.get("results") or {}).items():
+            row, is_low = _item_row(rid, name, res, gold)
+            total += 1
+            low += is_low
+            if len(out) < MAX_ITEM_ROWS:
+                out.append(row)
+    return out, total, low
 
 
 def build_report(
@@ -81,20 +158,40 @@ def build_report(
     *,
     title: str,
     meta: Mapping[str, Any],
+    engine: Mapping[str, Any] | None = None,
 ) -> str:
-    """The HTML text of the report for result ``rows`` and their ``summary``."""
+    """The HTML text of the report for result ``rows`` and their ``summary``.
+
+    Args:
+        meta: shown at the top as ``key: value`` lines (data, results file, evaluators, ...).
+        engine: the description of the engine that produced the rows (``judge.describe()``, or
+            the results file's run record): shown as the model line, name and fingerprint prefix.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    head = dict(meta)
+    if engine is not None or "model" not in head:
+        head["model"] = model_line(engine)
+        for key in ("prompt_version", "dtype", "calibration"):
+            if engine and engine.get(key) is not None:
+                head[key] = engine[key]
+    item_rows, n_results, n_low = _item_rows(rows)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1><p class='meta'>",
         "<br>".join(
-            f"<b>{html.escape(str(k))}</b>: <code>{html.escape(str(v))}</code>" for k, v in meta.items()
+            f"<b>{html.escape(str(k))}</b>: <code>{html.escape(str(v))}</code>" for k, v in head.items()
         ),
         "</p>",
     ]
+    if n_low:
+        parts.append(
+            f"<p class='warn'>⚠ {n_low} result(s) with option mass under {LOW_OPTION_MASS}: the model put "
+            "almost no probability on the answer labels there, so their scores rest on almost nothing "
+            "(marked in the items table; metric <code>low_option_mass</code>).</p>"
+        )
     for name, s in summary.items():
         scores = [
             float(r["results"][name]["score"])
@@ -126,5 +223,14 @@ def build_report(
             src = _reliability(name, [p for p, _ in pairs], [g for _, g in pairs])
             parts.append(f"<img alt='{html.escape(name)} reliability diagram' src='{src}'>")
         parts.append("</section>")
+    parts.append("<section><h2>Items</h2>")
+    if n_results > MAX_ITEM_ROWS:
+        parts.append(f"<p>the first {MAX_ITEM_ROWS} of {n_results} results; all are in the results file</p>")
+    parts.append(
+        "<table class='items'><tr><th>id</th><th>evaluator</th><th>status</th><th>score</th>"
+        "<th>passed</th><th>gold</th><th>option mass</th><th>note</th></tr>"
+    )
+    parts += item_rows
+    parts.append("</table></section>")
     parts.append("</body></html>")
     return "\n".join(parts)

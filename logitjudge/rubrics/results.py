@@ -63,6 +63,12 @@ class EvaluatorResult(_Out):
         default=None,
         description="chunk_relevance: mean p(relevant), a tie-free ranking value beside the hard precision.",
     )
+    x_option_mass: float | None = Field(
+        default=None,
+        description="The lowest x_option_mass of this evaluator's answers: the probability the model "
+        "put on the answer labels before renormalising over them (one answer per chunk for per-chunk "
+        "evaluators). Under logitjudge.settings.LOW_OPTION_MASS (0.05) the scores rest on almost nothing.",
+    )
 
 
 class EvaluateUsage(_Out):

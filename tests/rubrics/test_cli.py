@@ -25,7 +25,8 @@ HERE = Path(__file__).resolve().parent
 
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), env.get("PYTHONPATH", "")])
+    # a PYTHONPATH already set (another checkout under test) comes before this one
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", ""), str(ROOT)) if p)
     env["HF_HUB_OFFLINE"] = "1"
     return env
 
@@ -56,7 +57,7 @@ def test_evaluate_sample_writes_results_summary_and_report(tmp_path):
         capture_output=True,
         text=True,
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
@@ -100,7 +101,7 @@ def test_resume_after_kill_writes_every_id_exactly_once(tmp_path):
             factory="lj_factories:make_slow_judge",
         ),
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -124,11 +125,12 @@ def test_resume_after_kill_writes_every_id_exactly_once(tmp_path):
         capture_output=True,
         text=True,
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         timeout=300,
     )
     assert again.returncode == 0, again.stderr
     assert "dropped a partial last line" in again.stderr
+    assert f"resumed {len(first)} of {len(rows)} rows" in again.stderr
     ids = _ids(out)
     assert sorted(ids) == sorted(r["id"] for r in rows), "every id exactly once"
     assert len(ids) == len(set(ids))
@@ -138,14 +140,16 @@ def test_resume_after_kill_writes_every_id_exactly_once(tmp_path):
     assert summary["summary"]["faithfulness"]["n"] == len(rows)
     # a third run has nothing left to do and loads no model
     third = subprocess.run(
-        _cmd(data, out, "--evaluators", "faithfulness", factory="no_such_module:x"),
+        _cmd(data, out, "--evaluators", "faithfulness"),
         capture_output=True,
         text=True,
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         timeout=300,
     )
     assert third.returncode == 0, third.stderr
+    assert f"resumed {len(rows)} of {len(rows)} rows" in third.stderr
+    assert json.loads((tmp_path / "out.jsonl.summary.json").read_text())["run"]["model_loaded"] is False
     assert _ids(out) == ids
 
 
@@ -162,7 +166,7 @@ def test_auto_evaluators_on_a_labelled_dev_set_and_ragas_csv(tmp_path):
         capture_output=True,
         text=True,
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
@@ -178,7 +182,7 @@ def test_unknown_evaluator_fails_fast_with_did_you_mean(tmp_path):
         capture_output=True,
         text=True,
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         timeout=300,
     )
     assert proc.returncode == 2
@@ -194,7 +198,7 @@ def test_duplicate_ids_are_refused(tmp_path):
         capture_output=True,
         text=True,
         env=_env(),
-        cwd=ROOT,
+        cwd=HERE,  # not the repo root: `-m` puts the cwd first on sys.path
         timeout=300,
     )
     assert proc.returncode == 2 and "duplicate ids" in proc.stderr
@@ -215,3 +219,166 @@ def test_results_writer_resume_state(tmp_path):
     w.write({"id": "c"})
     w.close()
     assert path.read_text() == '{"id": "a"}\n{"id": "b"}\n{"id": "c"}\n'
+
+
+# -- in-process runs (scripted judge): resume hygiene, run records, the one model loader -----------
+
+
+def _evaluate(capsys, data, out, *extra, factory="lj_factories:make_judge"):
+    """``logitjudge evaluate`` in this process: (exit status, stdout, stderr)."""
+    from logitjudge.rubrics.cli import main
+
+    argv = [str(data), "--out", str(out), "--no-progress", *map(str, extra)]
+    if factory:
+        argv += ["--judge-factory", factory]
+    status = main(argv)
+    cap = capsys.readouterr()
+    return status, cap.out, cap.err
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _rows(path):
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+
+
+def test_auto_without_an_evaluator_field_fails_fast_before_the_model_loads(tmp_path, capsys):
+    """Regression: rows without `evaluator` under the default `auto` exited 0 with an empty table
+    and the error only inside the results file, which then poisoned every resume."""
+    data, out = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+    _write_jsonl(data, [{"id": f"r{i}", "output": "a", "context": ["c"]} for i in range(3)])
+    # a --model that cannot load: reaching the loader would exit 1, not 2
+    status, _, err = _evaluate(capsys, data, out, "--model", tmp_path / "no-such-model", factory=None)
+    assert status == 2, err
+    assert "`evaluator`" in err and "--evaluators" in err
+    assert not out.exists() and not Path(str(out) + ".run.json").exists()
+
+
+def test_mixed_auto_file_warns_and_its_error_rows_are_retried_on_resume(tmp_path, capsys):
+    data, out = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+    rows = [
+        {"id": "a", "evaluator": "faithfulness", "output": "x", "context": ["c"]},
+        {"id": "b", "output": "y", "context": ["c"]},  # no evaluator
+    ]
+    _write_jsonl(data, rows)
+    status, _, err = _evaluate(capsys, data, out)
+    assert status == 0, err
+    assert "1 of 2 rows have no `evaluator` field" in err and "--evaluators" in err
+    assert "error" in {r["id"]: r for r in _rows(out)}["b"]
+    # the row is fixed in the data; the same command retries it instead of "resuming" the error
+    rows[1]["evaluator"] = "faithfulness"
+    _write_jsonl(data, rows)
+    status, _, err = _evaluate(capsys, data, out)
+    assert status == 0, err
+    assert "resumed 1 of 2 rows" in err and "retrying 1 rows that had errors" in err
+    by_id = {r["id"]: r for r in _rows(out)}
+    assert [r["id"] for r in _rows(out)] == ["a", "b"], "each id once"
+    assert "error" not in by_id["b"] and by_id["b"]["results"]["faithfulness"]["status"] == "ok"
+
+
+def test_another_selection_on_an_existing_out_is_refused_before_loading_unless_overwrite(tmp_path, capsys):
+    """Regression: changing --evaluators on an existing --out silently re-printed old results."""
+    data, out = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+    _write_jsonl(data, [{"id": f"r{i}", "input": "q", "output": "a", "context": ["c"]} for i in range(2)])
+    assert _evaluate(capsys, data, out, "--evaluators", "faithfulness")[0] == 0
+    before = out.read_bytes()
+    # the factory cannot be imported: the refusal must come before any loading
+    status, _, err = _evaluate(capsys, data, out, "--evaluators", "RAG", factory="no_such_module:x")
+    assert status == 2, err
+    assert "--evaluators: RAG now, faithfulness in the file" in err and "--overwrite" in err
+    status, _, err = _evaluate(
+        capsys, data, out, "--evaluators", "faithfulness", "--threshold", "faithfulness=0.9", factory="nope:x"
+    )
+    assert status == 2 and "faithfulness threshold: 0.9 now, 0.5 in the file" in err
+    assert out.read_bytes() == before
+    status, _, err = _evaluate(capsys, data, out, "--evaluators", "RAG", "--overwrite")
+    assert status == 0, err
+    assert "resumed" not in err
+    assert [r["id"] for r in _rows(out)] == ["r0", "r1"]
+    assert all("chunk_relevance" in r["results"] for r in _rows(out))
+    record = json.loads(Path(str(out) + ".run.json").read_text())
+    assert record["selection"]["requested"] == ["RAG"] and "chunk_support" in record["selection"]["evaluators"]
+
+
+def test_a_results_file_without_a_run_record_is_not_resumed(tmp_path, capsys):
+    data, out = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+    _write_jsonl(data, [{"id": "r0", "output": "a", "context": ["c"]}])
+    _write_jsonl(out, [{"id": "r0", "results": {}, "passed": None}])
+    status, _, err = _evaluate(capsys, data, out, "--evaluators", "faithfulness", factory="no_such_module:x")
+    assert status == 2 and "no run record" in err and "--overwrite" in err
+
+
+def test_another_engine_on_an_existing_out_is_refused(tmp_path, capsys):
+    """The engine check (model, fingerprint, prompt version, dtype, calibration) runs once the
+    model is loaded: here a new row needs it, and the file came from another engine."""
+    data, out = tmp_path / "d.jsonl", tmp_path / "o.jsonl"
+    _write_jsonl(data, [{"id": "r0", "output": "a", "context": ["c"]}])
+    assert _evaluate(capsys, data, out, "--evaluators", "faithfulness")[0] == 0
+    record_path = Path(str(out) + ".run.json")
+    record = json.loads(record_path.read_text())
+    record["engine"]["model"] = "another-model"
+    record_path.write_text(json.dumps(record))
+    _write_jsonl(data, [{"id": "r0", "output": "a", "context": ["c"]}, {"id": "r1", "output": "b", "context": ["c"]}])
+    status, _, err = _evaluate(capsys, data, out, "--evaluators", "faithfulness")
+    assert status == 2 and "model: scripted now, another-model in the file" in err
+    assert _ids(out) == ["r0"]
+
+
+def test_pandas_style_list_cells_of_a_ragas_csv_are_chunks(tmp_path, capsys):
+    """Regression: `"['chunk a', 'chunk b']"` (pandas' to_csv of a list) was one chunk, brackets included."""
+    csv_path = tmp_path / "ragas.csv"
+    csv_path.write_text(
+        "question,answer,contexts\n"
+        "\"Who wrote Hamlet?\",\"Shakespeare.\",\"['Hamlet is a tragedy.', \"\"It's by Shakespeare.\"\"]\"\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "o.jsonl"
+    status, _, err = _evaluate(capsys, csv_path, out, "--evaluators", "chunk_relevance")
+    assert status == 0, err
+    (row,) = _rows(out)
+    assert len(row["results"]["chunk_relevance"]["details"]) == 2
+
+
+def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, monkeypatch):
+    """Regression: evaluate's own copy of the loader dropped --attn and --max-batch-tokens.
+    evaluate, calibrate and ask all load through logitjudge.cli.load_judge."""
+    from logitjudge.cli import main
+    from logitjudge.engine.scripted import ScriptedEngine
+    from logitjudge.judge import Judge
+
+    calls = []
+
+    class Engine(ScriptedEngine):
+        def describe(self):
+            return {**super().describe(), "fingerprint": "f", "prompt_version": "p"}
+
+    def fake_load(cls, model=None, **kwargs):
+        calls.append({"model": model, **kwargs})
+        return cls(Engine())
+
+    monkeypatch.setattr(Judge, "load", classmethod(fake_load))
+    flags = ["--model", "m", "--device", "cpu", "--dtype", "float32", "--strategy", "separate"]
+    flags += ["--attn", "eager", "--max-batch-tokens", "1234"]
+    want = {
+        "model": "m",
+        "device": "cpu",
+        "dtype": "float32",
+        "strategy": "separate",
+        "attn": "eager",
+        "max_batch_tokens": 1234,
+        "calibration": None,
+    }
+    data = tmp_path / "d.jsonl"
+    row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}
+    _write_jsonl(data, [{**row, "id": f"s:{i}", "gold": {"faithful": i % 2 == 0}} for i in range(4)])
+    assert main(["evaluate", str(data), "--out", str(tmp_path / "o.jsonl"), "--no-progress", *flags]) == 0
+    main(["calibrate", str(data), "--out", str(tmp_path / "cal.json"), *flags])  # a 4-row fit may refuse
+    request = tmp_path / "req.json"
+    request.write_text(json.dumps({"model": "jev-latest", "state": "s", "questions": {"q": {"type": "noul"}}}))
+    assert main(["ask", str(request), *flags]) == 0
+    capsys.readouterr()
+    assert len(calls) == 3
+    for call in calls:
+        assert call == want
