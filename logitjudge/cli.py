@@ -43,7 +43,17 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--attn", default="auto", help="auto (flex on CUDA), eager, sdpa, flex_attention")
     p.add_argument(
-        "--max-batch-tokens", type=int, default=None, help="most tokens in one packed forward row (default 8192)"
+        "--engine-row-tokens",
+        type=int,
+        default=None,
+        help="most tokens in one packed forward row inside an engine call (the engine's max_batch_tokens; "
+        "default 8192); `serve --max-batch-tokens` is the scheduler's budget across requests",
+    )
+    p.add_argument(
+        "--rotations",
+        type=int,
+        default=None,
+        help="option-order rotations for choice/score questions when a request has no x_rotations (default 1 = off)",
     )
     p.add_argument(
         "--judge-factory",
@@ -57,7 +67,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 def load_judge(args: argparse.Namespace) -> Any:
     """A :class:`~logitjudge.Judge` from the shared model flags (:func:`add_model_args`).
 
-    This is the one loader of every subcommand (``ask``, ``evaluate``, ``calibrate``): each flag
+    This is the one loader of every subcommand (``ask``, ``serve``, ``evaluate``, ``calibrate``): each flag
     reaches :meth:`Judge.load <logitjudge.judge.Judge.load>`. With ``--judge-factory MODULE:CALLABLE``
     the judge is ``CALLABLE()`` instead (default callable name ``make_judge``).
 
@@ -74,14 +84,16 @@ def load_judge(args: argparse.Namespace) -> Any:
         return make()
     from logitjudge.judge import Judge
 
+    rotations = {} if args.rotations is None else {"default_rotations": args.rotations}
     return Judge.load(
         args.model,
         device=args.device,
         dtype=args.dtype,
         strategy=args.strategy,
-        attn=getattr(args, "attn", "auto"),
-        max_batch_tokens=getattr(args, "max_batch_tokens", None),
-        calibration=getattr(args, "calibration", None),
+        attn=args.attn,
+        max_batch_tokens=args.engine_row_tokens,
+        calibration=args.calibration,
+        **rotations,
     )
 
 

@@ -37,9 +37,6 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="serve POST /v1/systemone (a drop-in for the System One API) over HTTP",
         description="Serve POST /v1/systemone, GET /v1/models, /healthz, /metrics and /docs.",
     )
-    p.add_argument(
-        "--model", default=None, help="local model directory or cached id (default: the embedded model)"
-    )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument(
@@ -55,23 +52,6 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="PATH",
         help="require a key listed in PATH (one per line, # comments; also LOGITJUDGE_API_KEYS_FILE)",
-    )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ... (default auto)")
-    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16 (default auto)")
-    p.add_argument("--strategy", default=None, help="auto, packed, prefix_packed, prefix_rows, separate")
-    p.add_argument("--attn", default=None, help="auto (flex on CUDA), eager, sdpa, flex_attention")
-    p.add_argument("--calibration", default=None, metavar="CALIB.json", help="a `logitjudge calibrate` file")
-    p.add_argument(
-        "--rotations",
-        type=int,
-        default=None,
-        help="option-order rotations for choice/score questions when a request has no x_rotations (default 1 = off)",
-    )
-    p.add_argument(
-        "--engine-row-tokens",
-        type=int,
-        default=None,
-        help="most tokens in one packed forward row inside an engine call (the engine's max_batch_tokens)",
     )
     p.add_argument(
         "--max-queue", type=int, default=256, help="requests that may wait; more get 529 (default 256)"
@@ -119,6 +99,9 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default 60)",
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    from logitjudge.cli import add_model_args  # the one set of model flags (and loader) of every subcommand
+
+    add_model_args(p)
     p.set_defaults(func=run_serve)
     return p
 
@@ -148,7 +131,7 @@ def run_serve(args: argparse.Namespace) -> int:
     """Load the model, build the app and run uvicorn until interrupted; returns the exit code."""
     import uvicorn
 
-    from logitjudge.judge import Judge
+    from logitjudge.cli import load_judge
     from logitjudge.server.app import create_app
 
     logging.basicConfig(
@@ -156,20 +139,7 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
     keys = resolve_api_keys(args)
-    # Engine options are passed only when set, so the engine's own defaults apply otherwise.
-    engine_options = {
-        "strategy": args.strategy,
-        "attn": args.attn,
-        "calibration": args.calibration,
-        "default_rotations": args.rotations,
-        "max_batch_tokens": args.engine_row_tokens,
-    }
-    judge = Judge.load(
-        args.model,
-        device=args.device,
-        dtype=args.dtype,
-        **{k: v for k, v in engine_options.items() if v is not None},
-    )
+    judge = load_judge(args)
     app = create_app(
         judge,
         api_keys=keys,

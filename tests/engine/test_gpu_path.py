@@ -197,7 +197,7 @@ def test_cli_flags_reach_the_engine():
     parser = argparse.ArgumentParser()
     add_model_args(parser)
     args = parser.parse_args(
-        ["--device", "cpu", "--dtype", "float32", "--attn", "eager", "--max-batch-tokens", "1024"]
+        ["--device", "cpu", "--dtype", "float32", "--attn", "eager", "--engine-row-tokens", "1024"]
     )
     engine = load_judge(args).engine
     info = engine.describe()

@@ -7,6 +7,7 @@ handling and resume logic, not the model.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -343,7 +344,7 @@ def test_pandas_style_list_cells_of_a_ragas_csv_are_chunks(tmp_path, capsys):
 
 def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, monkeypatch):
     """Regression: evaluate's own copy of the loader dropped --attn and --max-batch-tokens.
-    evaluate, calibrate and ask all load through logitjudge.cli.load_judge."""
+    evaluate, calibrate, ask and serve all load through logitjudge.cli.load_judge."""
     from logitjudge.cli import main
     from logitjudge.engine.scripted import ScriptedEngine
     from logitjudge.judge import Judge
@@ -360,7 +361,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
 
     monkeypatch.setattr(Judge, "load", classmethod(fake_load))
     flags = ["--model", "m", "--device", "cpu", "--dtype", "float32", "--strategy", "separate"]
-    flags += ["--attn", "eager", "--max-batch-tokens", "1234"]
+    flags += ["--attn", "eager", "--engine-row-tokens", "1234", "--rotations", "3"]
     want = {
         "model": "m",
         "device": "cpu",
@@ -369,6 +370,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "attn": "eager",
         "max_batch_tokens": 1234,
         "calibration": None,
+        "default_rotations": 3,
     }
     data = tmp_path / "d.jsonl"
     row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}
@@ -378,7 +380,16 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     request = tmp_path / "req.json"
     request.write_text(json.dumps({"model": "jev-latest", "state": "s", "questions": {"q": {"type": "noul"}}}))
     assert main(["ask", str(request), *flags]) == 0
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    package_logger = logging.getLogger("logitjudge")
+    level = package_logger.level  # run_serve sets it from --log-level
+    try:
+        assert main(["serve", "--port", "8123", "--log-level", "warning", *flags]) == 0
+    finally:
+        package_logger.setLevel(level)
     capsys.readouterr()
-    assert len(calls) == 3
+    assert len(calls) == 4
     for call in calls:
         assert call == want

@@ -30,7 +30,7 @@ from logitjudge.rubrics.cli import main
 LOW_OPTION_MASS = 0.05  # logitjudge.settings.LOW_OPTION_MASS (checked in test_evaluate_option_mass.py)
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "rag_sample.jsonl"
-FLAGS = ["--attn", "eager", "--max-batch-tokens", "4096"]
+FLAGS = ["--attn", "eager", "--engine-row-tokens", "4096"]
 LONG = {"id": "long-state", "input": "a " * 1500, "question": {"type": "noul", "instructions": "Is it?"}}
 
 
