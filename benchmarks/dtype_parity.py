@@ -22,11 +22,11 @@ from pathlib import Path
 
 import torch
 
+from logitjudge.contract import systemone as schemas
 from logitjudge.engine.core import Engine
 from logitjudge.engine.model import cpu_has_native_bf16
 from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.judge import wire_to_engine
-from logitjudge.server import schemas
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

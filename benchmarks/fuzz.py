@@ -102,7 +102,7 @@ def check_response(path: str, status: int, headers: Any, text: str) -> str | Non
             return f"{status} without Retry-After"
         return None
     if 200 <= status < 300:
-        from logitjudge.server import schemas
+        from logitjudge.contract import systemone as schemas
 
         try:
             if path == "/v1/systemone":

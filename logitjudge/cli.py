@@ -121,8 +121,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     # Validate the body before loading the model: a bad request fails in a second, not after a load.
     from pydantic import ValidationError
 
+    from logitjudge.contract.systemone import SystemOneRequest
     from logitjudge.judge import validation_error_to_request_error
-    from logitjudge.server.schemas import SystemOneRequest
 
     try:
         SystemOneRequest.model_validate(body)

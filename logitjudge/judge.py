@@ -9,7 +9,7 @@ a request dict to an answer::
     judge.ask({"model": "jev-latest", "state": "The parcel arrived broken.",
                "questions": {"refund": {"type": "noul", "instructions": "Does the customer want a refund?"}}})
 
-This module is the one place where the wire format (``logitjudge.server.schemas``, pydantic only)
+This module is the one place where the wire format (``logitjudge.contract.systemone``, pydantic only)
 is converted to the engine's typed request (``logitjudge.engine.types``) and back.
 """
 
@@ -22,13 +22,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from logitjudge.contract import systemone as schemas
+from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
-from logitjudge.server import schemas
-
-MODEL_ALIASES = ("jev-latest",)
-"""Model names every judge answers to besides its own (the SDK's default is ``jev-latest``)."""
 
 
 def validation_error_to_request_error(exc: ValidationError) -> InvalidRequestError:

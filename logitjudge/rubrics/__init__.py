@@ -9,9 +9,9 @@
 See ``docs/evaluators.md`` for the catalogue. Nothing here imports torch.
 """
 
+from logitjudge.contract.evaluate import EvaluatorResult, EvaluatorSummary, ItemResult, Metric
 from logitjudge.rubrics.api import EvaluationRun, evaluate
 from logitjudge.rubrics.registry import Registry, UnknownEvaluatorError, default_registry
-from logitjudge.rubrics.results import EvaluatorResult, EvaluatorSummary, ItemResult, Metric
 
 __all__ = [
     "evaluate",

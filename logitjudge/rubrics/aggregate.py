@@ -41,7 +41,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_support, roc_auc_score
 
-from logitjudge.rubrics.results import EvaluatorSummary, Metric
+from logitjudge.contract.evaluate import EvaluatorSummary, Metric
 from logitjudge.settings import LOW_OPTION_MASS
 
 __all__ = [

@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorSummary, Item, ItemResult
 from logitjudge.errors import InvalidRequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
-from logitjudge.rubrics.items import Item, normalize_row
+from logitjudge.rubrics.items import normalize_row
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.results import EvaluateUsage, EvaluatorSummary, ItemResult
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, plan_item, run_plans
 
 __all__ = ["EvaluationRun", "evaluate", "iter_evaluate", "to_item", "selection_for", "AUTO"]

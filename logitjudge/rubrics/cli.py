@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge.cli import add_model_args, load_judge
+from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
 from logitjudge.rubrics.api import AUTO, selection_for, to_item
@@ -59,7 +60,6 @@ from logitjudge.rubrics.dataio import (
     write_run_record,
 )
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.results import EvaluatorSummary
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
 from logitjudge.settings import LOW_OPTION_MASS
 

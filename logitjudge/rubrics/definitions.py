@@ -23,6 +23,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from logitjudge.contract.evaluate import DATA_FIELDS, ITEM_FIELDS, FieldName
+
 __all__ = [
     "DATA_FIELDS",
     "ITEM_FIELDS",
@@ -35,13 +37,6 @@ __all__ = [
     "template_references",
 ]
 
-DATA_FIELDS: tuple[str, ...] = ("input", "output", "expected", "context")
-"""Request fields that form the state, in the order the state lists them (spec B.2)."""
-
-ITEM_FIELDS: tuple[str, ...] = (*DATA_FIELDS, "question")
-"""Fields an evaluator may require: the data fields plus a typed ``question`` (dataset rows)."""
-
-FieldName = Literal["input", "output", "expected", "context", "question"]
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
 
 _REF = re.compile(r"`([^`]*)`")

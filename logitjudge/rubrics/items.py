@@ -24,15 +24,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ValidationError
 
+from logitjudge.contract import systemone as schemas
+from logitjudge.contract.evaluate import is_present
 from logitjudge.errors import InvalidRequestError
-from logitjudge.rubrics.definitions import DATA_FIELDS
-from logitjudge.server import schemas
 
-__all__ = ["Item", "normalize_row", "is_present", "parse_typed_question"]
-
-Text = str | dict[str, Any] | list[Any]
+__all__ = ["normalize_row", "parse_typed_question"]
 
 _RAGAS_NAMES: dict[str, tuple[str, ...]] = {
     "input": ("user_input", "question"),
@@ -40,77 +38,6 @@ _RAGAS_NAMES: dict[str, tuple[str, ...]] = {
     "context": ("retrieved_contexts", "contexts"),
     "expected": ("reference", "ground_truth", "ground_truths"),
 }
-
-
-def is_present(value: Any) -> bool:
-    """True unless ``value`` is blank: None, a string that is empty after stripping whitespace, or
-    a list or object whose every element is blank (``[""]``, ``{"a": " "}``). Numbers and booleans
-    inside an object are present."""
-    if value is None:
-        return False
-    if isinstance(value, str):
-        return value.strip() != ""
-    if isinstance(value, list):
-        return any(is_present(v) for v in value)
-    if isinstance(value, dict):
-        return any(is_present(v) for v in value.values())
-    return True
-
-
-class Item(BaseModel):
-    """One item to evaluate (the flat request of ``POST /api/v1/evaluate``, or a dataset row).
-
-    Unknown fields (``meta``, ``evaluator`` of dataset rows, ...) are kept and ignored.
-    ``labels`` (``{"faithfulness": true}``: should this evaluator pass?) and ``context_labels``
-    (per chunk: relevant?) are gold labels for dataset summaries (spec B.8); ``gold`` is the
-    labelled data sets' own gold object (``shared/data/README.md``).
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    id: str | int | None = None
-    input: Text | None = None
-    output: Text | None = None
-    expected: Text | None = None
-    context: Text | None = None
-    question: dict[str, Any] | None = None
-    labels: dict[str, bool] | None = None
-    context_labels: list[bool] | None = None
-    gold: dict[str, Any] | None = None
-
-    @field_validator("input", "output", "expected", "context", mode="before")
-    @classmethod
-    def _no_numbers(cls, v: Any) -> Any:
-        # A bare number or boolean is not Text; pydantic would coerce nothing here, but say so clearly.
-        if isinstance(v, (bool, int, float)):
-            raise ValueError("Input should be a valid string, object or array")
-        return v
-
-    def has(self, field: str) -> bool:
-        """True when ``field`` is present (see :func:`is_present`)."""
-        return is_present(getattr(self, field))
-
-    def blank_chunks(self) -> list[int]:
-        """Indices of the chunks of a list context that are blank (see :func:`is_present`);
-        ``[]`` when the context is not a list."""
-        if not isinstance(self.context, list):
-            return []
-        return [i for i, chunk in enumerate(self.context) if not is_present(chunk)]
-
-    def chunks(self) -> list[Text]:
-        """The context as a list of chunks ([] when absent)."""
-        if not self.has("context"):
-            return []
-        ctx = self.context
-        return list(ctx) if isinstance(ctx, list) else [ctx]  # type: ignore[list-item]
-
-    def state(self) -> dict[str, Any]:
-        """The state: the present data fields, in the order input, output, expected, context."""
-        out: dict[str, Any] = {}
-        for field in DATA_FIELDS:
-            if self.has(field):
-                out[field] = self.chunks() if field == "context" else getattr(self, field)
-        return out
 
 
 def parse_typed_question(raw: dict[str, Any], *, field: tuple[str | int, ...] = ("question",)) -> Any:

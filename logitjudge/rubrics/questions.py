@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from logitjudge.contract.evaluate import Item
 from logitjudge.rubrics.definitions import EvaluatorDef
-from logitjudge.rubrics.items import Item, parse_typed_question
+from logitjudge.rubrics.items import parse_typed_question
 
 __all__ = ["question_ids", "build_questions", "chunk_text"]
 

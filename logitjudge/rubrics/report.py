@@ -18,8 +18,8 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.rubrics.aggregate import Gold, reliability_bins
-from logitjudge.rubrics.results import EvaluatorSummary
 from logitjudge.settings import LOW_OPTION_MASS
 
 __all__ = ["build_report", "format_value", "model_line", "MAX_ITEM_ROWS"]

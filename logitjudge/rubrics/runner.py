@@ -17,11 +17,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
-from logitjudge.rubrics.items import Item
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.results import EvaluateUsage, EvaluatorResult, ItemResult
 from logitjudge.rubrics.scoring import errored, score_answers, skipped
 
 __all__ = [

@@ -26,9 +26,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult
 from logitjudge.engine.answers import decisiveness
 from logitjudge.rubrics.definitions import EvaluatorDef
-from logitjudge.rubrics.results import ChunkDetail, EvaluatorResult
 
 __all__ = [
     "percent_label",

@@ -41,10 +41,10 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from logitjudge import __version__
+from logitjudge.contract import systemone as schemas
+from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.engine.scheduler import Scheduler
 from logitjudge.errors import InvalidRequestError, RequestError
-from logitjudge.judge import MODEL_ALIASES
-from logitjudge.server import schemas
 from logitjudge.server.errors import ERROR_RESPONSES, install_error_handlers
 from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics

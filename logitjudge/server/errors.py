@@ -54,6 +54,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from logitjudge.contract.systemone import ErrorBody, ErrorDetail
 from logitjudge.errors import (
     ContextOverflowError,
     EngineDeadError,
@@ -65,7 +66,6 @@ from logitjudge.errors import (
     UnknownModelError,
     UnsupportedModelError,
 )
-from logitjudge.server.schemas import ErrorBody, ErrorDetail
 
 __all__ = [
     "STATUS_TABLE",

@@ -31,12 +31,11 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from logitjudge.contract.evaluate import EvaluateUsage, Item, ItemResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
 from logitjudge.rubrics.aggregate import gold_of, summarize
 from logitjudge.rubrics.definitions import ITEM_FIELDS
-from logitjudge.rubrics.items import Item
 from logitjudge.rubrics.registry import UnknownEvaluatorError, default_registry
-from logitjudge.rubrics.results import EvaluateUsage, ItemResult
 from logitjudge.rubrics.runner import (
     DEFAULT_MODEL,
     ItemPlan,

@@ -1,6 +1,6 @@
 """Request limits beyond the wire schema: questions per request, items per batch, string length.
 
-The wire models (``logitjudge.server.schemas``) hold the contract's fixed ranges (2..255 options,
+The wire models (``logitjudge.contract.systemone``) hold the contract's fixed ranges (2..255 options,
 2..10 levels); the limits here are the operator's, so they are configurable
 (:class:`~logitjudge.server.app.ServerConfig`, ``logitjudge serve --max-questions`` ...) and
 checked after the body validated, before any tokenizer or engine work. The body size cap

@@ -11,7 +11,7 @@ import pytest
 
 from logitjudge import ContextOverflowError, InvalidRequestError, UnknownModelError
 from logitjudge.engine.types import EngineRequest, Option, Question
-from logitjudge.server import schemas
+from logitjudge.contract import systemone as schemas
 
 TICKET = "Hi, I was charged twice for my March invoice (#4471). Please refund the duplicate. — Sam"
 BASE = {

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from logitjudge.contract.evaluate import Item
 from logitjudge.errors import ContextOverflowError, UnknownModelError
 from logitjudge.rubrics.api import evaluate
-from logitjudge.rubrics.items import Item, normalize_row
+from logitjudge.rubrics.items import normalize_row
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import MissingFieldError, plan_item
 

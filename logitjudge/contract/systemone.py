@@ -1,4 +1,4 @@
-"""The wire: pydantic models of ``POST /v1/systemone`` and ``GET /v1/models``.
+"""The System One wire: pydantic models of ``POST /v1/systemone`` and ``GET /v1/models``.
 
 Source: ``shared/spec/api.md`` Part A (jevcompat 0.1.1 and typesafe-sdk 0.7.5). Lenient on the
 wire (unknown top-level and question fields are ignored, and their names logged), strict on
@@ -18,6 +18,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 logger = logging.getLogger("logitjudge.wire")
+
+MODEL_ALIASES = ("jev-latest",)
+"""Model names every judge answers to besides its own (the SDK's default is ``jev-latest``)."""
 
 MAX_CHOICE_OPTIONS = 255
 MAX_SCORE_LEVELS = 10

@@ -1,0 +1,215 @@
+"""The evaluate wire: pydantic models of ``POST /api/v1/evaluate`` (spec Part B).
+
+- :class:`Item`: one thing to evaluate (the flat request's data fields, or a dataset row); a
+  field is *present* when it is not blank (:func:`is_present`), and the state is the present
+  data fields in the fixed order of :data:`DATA_FIELDS` (spec B.2).
+- Result records (spec B.3, B.8): per evaluator, per item, per run. All numbers are finite; a value that cannot be determined is ``null`` and ``reason`` says why
+(never NaN). Extension fields are ``x_``-prefixed, as on the System One wire (R6).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "DATA_FIELDS",
+    "ITEM_FIELDS",
+    "FieldName",
+    "Item",
+    "is_present",
+    "ChunkDetail",
+    "EvaluatorResult",
+    "ItemResult",
+    "EvaluateUsage",
+    "Metric",
+    "EvaluatorSummary",
+]
+
+Text = str | dict[str, Any] | list[Any]
+
+DATA_FIELDS: tuple[str, ...] = ("input", "output", "expected", "context")
+"""Request fields that form the state, in the order the state lists them (spec B.2)."""
+
+ITEM_FIELDS: tuple[str, ...] = (*DATA_FIELDS, "question")
+"""Fields an evaluator may require: the data fields plus a typed ``question`` (dataset rows)."""
+
+FieldName = Literal["input", "output", "expected", "context", "question"]
+
+def is_present(value: Any) -> bool:
+    """True unless ``value`` is blank: None, a string that is empty after stripping whitespace, or
+    a list or object whose every element is blank (``[""]``, ``{"a": " "}``). Numbers and booleans
+    inside an object are present."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return value.strip() != ""
+    if isinstance(value, list):
+        return any(is_present(v) for v in value)
+    if isinstance(value, dict):
+        return any(is_present(v) for v in value.values())
+    return True
+
+
+class Item(BaseModel):
+    """One item to evaluate (the flat request of ``POST /api/v1/evaluate``, or a dataset row).
+
+    Unknown fields (``meta``, ``evaluator`` of dataset rows, ...) are kept and ignored.
+    ``labels`` (``{"faithfulness": true}``: should this evaluator pass?) and ``context_labels``
+    (per chunk: relevant?) are gold labels for dataset summaries (spec B.8); ``gold`` is the
+    labelled data sets' own gold object (``shared/data/README.md``).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str | int | None = None
+    input: Text | None = None
+    output: Text | None = None
+    expected: Text | None = None
+    context: Text | None = None
+    question: dict[str, Any] | None = None
+    labels: dict[str, bool] | None = None
+    context_labels: list[bool] | None = None
+    gold: dict[str, Any] | None = None
+
+    @field_validator("input", "output", "expected", "context", mode="before")
+    @classmethod
+    def _no_numbers(cls, v: Any) -> Any:
+        # A bare number or boolean is not Text; pydantic would coerce nothing here, but say so clearly.
+        if isinstance(v, (bool, int, float)):
+            raise ValueError("Input should be a valid string, object or array")
+        return v
+
+    def has(self, field: str) -> bool:
+        """True when ``field`` is present (see :func:`is_present`)."""
+        return is_present(getattr(self, field))
+
+    def blank_chunks(self) -> list[int]:
+        """Indices of the chunks of a list context that are blank (see :func:`is_present`);
+        ``[]`` when the context is not a list."""
+        if not isinstance(self.context, list):
+            return []
+        return [i for i, chunk in enumerate(self.context) if not is_present(chunk)]
+
+    def chunks(self) -> list[Text]:
+        """The context as a list of chunks ([] when absent)."""
+        if not self.has("context"):
+            return []
+        ctx = self.context
+        return list(ctx) if isinstance(ctx, list) else [ctx]  # type: ignore[list-item]
+
+    def state(self) -> dict[str, Any]:
+        """The state: the present data fields, in the order input, output, expected, context."""
+        out: dict[str, Any] = {}
+        for field in DATA_FIELDS:
+            if self.has(field):
+                out[field] = self.chunks() if field == "context" else getattr(self, field)
+        return out
+
+
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _finite(cls, v: Any) -> Any:
+        if isinstance(v, float) and not (v == v and abs(v) != float("inf")):
+            raise ValueError("numbers in results must be finite (use null plus a reason)")
+        return v
+
+
+class ChunkDetail(_Out):
+    """One chunk of a per-chunk evaluator.
+
+    chunk_relevance: ``probability`` = p(relevant), ``label`` = "nn% yes".
+    chunk_support: ``label`` = the most probable option, ``probabilities`` per option,
+    ``score`` = 1 (supports), 0.5 (unrelated) or 0 (contradicts), ``passed`` = not contradicts.
+    """
+
+    index: int
+    label: str
+    score: float
+    probability: float | None = None
+    probabilities: dict[str, float] | None = None
+    confidence: float
+    passed: bool
+
+
+class EvaluatorResult(_Out):
+    """The result of one evaluator on one item (spec B.3)."""
+
+    name: str
+    version: str
+    status: Literal["ok", "skipped", "error"]
+    score: float | None = None
+    label: str | None = None
+    confidence: float | None = None
+    probabilities: dict[str, float] | None = None
+    legend: dict[str, Text] | None = None
+    passed: bool | None = None
+    threshold: float | None = None
+    details: list[ChunkDetail] | None = None
+    answer: dict[str, Any] | None = None
+    reason: str | None = None
+    x_soft_score: float | None = Field(
+        default=None,
+        description="chunk_relevance: mean p(relevant), a tie-free ranking value beside the hard precision.",
+    )
+    x_option_mass: float | None = Field(
+        default=None,
+        description="The lowest x_option_mass of this evaluator's answers: the probability the model "
+        "put on the answer labels before renormalising over them (one answer per chunk for per-chunk "
+        "evaluators). Under logitjudge.settings.LOW_OPTION_MASS (0.05) the scores rest on almost nothing.",
+    )
+
+
+class EvaluateUsage(_Out):
+    """Token accounting of an evaluation: engine requests made (one per item with questions)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+
+class ItemResult(_Out):
+    """All evaluator results of one item; ``passed`` is True when every ok result with a pass
+    rule passed, False when one failed, None when none had a pass rule."""
+
+    id: str | int | None = None
+    results: dict[str, EvaluatorResult]
+    passed: bool | None
+    usage: EvaluateUsage
+
+
+class Metric(_Out):
+    """One aggregate figure, as a record (name, value, n, stderr, direction); ``value`` is null
+    with a ``reason`` when undetermined (e.g. no gold labels, a zero denominator)."""
+
+    name: str
+    value: float | None
+    n: int
+    stderr: float | None = None
+    higher_is_better: bool = True
+    reason: str | None = None
+
+
+class EvaluatorSummary(_Out):
+    """Dataset aggregates of one evaluator (spec B.8): counts plus metric records."""
+
+    name: str
+    n: int = Field(description="items where the evaluator ran (status ok)")
+    skipped: int
+    errors: int
+    metrics: list[Metric]
+
+    def metric(self, name: str) -> Metric | None:
+        """The metric called ``name``, or None."""
+        return next((m for m in self.metrics if m.name == name), None)
+
+    def value(self, name: str) -> float | None:
+        """The value of metric ``name`` (None when absent or undetermined)."""
+        m = self.metric(name)
+        return None if m is None else m.value
