@@ -60,7 +60,7 @@ from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, roc_auc_
 
 from logitjudge.rubrics.aggregate import expected_calibration_error, gold_of, summarize
 from logitjudge.rubrics.api import evaluate
-from logitjudge.rubrics.cli import _text_len, res_field
+from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.samples import (
     auroc,
     bootstrap_interval,
@@ -398,9 +398,7 @@ def run_set(
         rec["id"] = raw["id"]
         rec["evaluator"] = raw.get("evaluator")
         rec["gold"] = gold_of(raw).model_dump(mode="json")
-        rec["x_lengths"] = {
-            k: n for k in ("output", "context") if (n := _text_len(res_field(raw, k))) is not None
-        }
+        rec["x_lengths"] = text_lengths(raw)
         records.append(rec)
     return records, elapsed
 

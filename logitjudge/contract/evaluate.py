@@ -2,9 +2,14 @@
 
 - :class:`Item`: one thing to evaluate (the flat request's data fields, or a dataset row); a
   field is *present* when it is not blank (:func:`is_present`), and the state is the present
-  data fields in the fixed order of :data:`DATA_FIELDS` (spec B.2).
-- Result records (spec B.3, B.8): per evaluator, per item, per run. All numbers are finite; a value that cannot be determined is ``null`` and ``reason`` says why
-(never NaN). Extension fields are ``x_``-prefixed, as on the System One wire (R6).
+  data fields in the fixed order of :data:`DATA_FIELDS` (spec B.2). ``context`` may be a list
+  of chunks (strings, or JSON objects/arrays), a single string or a single object (one chunk);
+  the state always holds it as a list. A list that holds a blank chunk is refused
+  (:meth:`Item.blank_chunks`): a blank chunk is never evidence, and dropping it silently would
+  shift every chunk index after it.
+- Result records (spec B.3, B.8): per evaluator, per item, per run. All numbers are finite; a
+  value that cannot be determined is ``null`` and ``reason`` says why (never NaN). Extension
+  fields are ``x_``-prefixed, as on the System One wire (R6).
 """
 
 from __future__ import annotations

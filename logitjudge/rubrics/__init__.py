@@ -4,7 +4,7 @@
 - :mod:`~logitjudge.rubrics.registry`: names and suites, with "did you mean";
 - :mod:`~logitjudge.rubrics.runner`: one engine request per item; :mod:`~logitjudge.rubrics.scoring`:
   answers -> results (pure); :mod:`~logitjudge.rubrics.aggregate`: dataset metrics;
-- :mod:`~logitjudge.rubrics.api` (``evaluate``), :mod:`~logitjudge.rubrics.cli` (``logitjudge evaluate``).
+- :mod:`~logitjudge.rubrics.api` (``evaluate``), :mod:`~logitjudge.cli.evaluate` (``logitjudge evaluate``).
 
 See ``docs/evaluators.md`` for the catalogue. Nothing here imports torch.
 """

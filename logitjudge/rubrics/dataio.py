@@ -22,7 +22,7 @@ fsync, rename) so they run again and each id stays in the file once.
 Run records (:func:`run_record_path`, ``<out>.run.json``): what produced a results file
 (evaluator selection, thresholds, model flags, the engine's model, fingerprint, prompt version,
 dtype and calibration), written atomically when the file is created; ``logitjudge evaluate``
-refuses to resume a file under another configuration (see :mod:`logitjudge.rubrics.cli`).
+refuses to resume a file under another configuration (see :mod:`logitjudge.cli.evaluate`).
 """
 
 from __future__ import annotations

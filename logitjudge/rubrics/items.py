@@ -1,27 +1,21 @@
-"""Items: the request fields of one thing to evaluate, and the state built from them.
+"""Dataset rows -> items: RAGAS names, CSV list cells, typed questions, length baselines.
 
-An item carries ``input`` (the user's question or task), ``output`` (the answer judged),
-``expected`` (a reference answer), ``context`` (retrieved chunks) and, on generic dataset rows,
-a typed ``question``. The **state** is the JSON object of the data fields that are present, in
-the fixed order input, output, expected, context (spec B.2); evaluator names, thresholds, ids,
-labels and any other field never enter it, so the state does not depend on which evaluators run.
+The :class:`~logitjudge.contract.evaluate.Item` itself (its fields, when a field is *present*,
+the state built from it, blank chunks) is part of the wire contract
+(:mod:`logitjudge.contract.evaluate`). Here:
 
-A field is *present* when it is not blank (:func:`is_present`: null, whitespace only, or a list
-or object of blanks): blank evidence cannot be judged, so it counts as missing. A context list
-that mixes real chunks with a blank one is refused (:meth:`Item.blank_chunks`): a blank chunk is
-never evidence, and silently dropping it would shift every chunk index after it. ``context`` may be a list of chunks (strings,
-or JSON objects/arrays), a single string (one chunk) or a single object (one chunk); the state
-always holds it as a list.
-
-Dataset files may use RAGAS names; :func:`normalize_row` maps ``question``/``user_input`` ->
-``input``, ``answer``/``response`` -> ``output``, ``contexts``/``retrieved_contexts`` ->
-``context``, ``ground_truth``/``ground_truths``/``reference`` -> ``expected`` (our names win
-when both are given). A ``question`` that is an object is a typed question, never RAGAS text.
+- :func:`normalize_row` maps RAGAS names to ours: ``question``/``user_input`` -> ``input``,
+  ``answer``/``response`` -> ``output``, ``contexts``/``retrieved_contexts`` -> ``context``,
+  ``ground_truth``/``ground_truths``/``reference`` -> ``expected`` (our names win when both are
+  given). A ``question`` that is an object is a typed question, never RAGAS text.
+- :func:`parse_typed_question` validates a row's typed question as a System One question.
+- :func:`text_lengths`: the lengths the length baselines compare.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,7 +24,7 @@ from logitjudge.contract import systemone as schemas
 from logitjudge.contract.evaluate import is_present
 from logitjudge.errors import InvalidRequestError
 
-__all__ = ["normalize_row", "parse_typed_question"]
+__all__ = ["normalize_row", "parse_typed_question", "text_lengths"]
 
 _RAGAS_NAMES: dict[str, tuple[str, ...]] = {
     "input": ("user_input", "question"),
@@ -98,4 +92,19 @@ def normalize_row(row: dict[str, Any]) -> dict[str, Any]:
         out["context"] = _maybe_json_list(out["context"])
     if isinstance(out.get("question"), str):
         del out["question"]  # RAGAS text already copied, or shadowed by an explicit input
+    return out
+
+
+def text_lengths(row: Mapping[str, Any]) -> dict[str, int]:
+    """Lengths, in characters, of a raw row's ``output`` and ``context`` (our or RAGAS names),
+    for the length baselines: a list counts the sum of its chunks (structured chunks as their
+    JSON); absent fields are left out."""
+    normalized = normalize_row(dict(row))
+    out: dict[str, int] = {}
+    for key in ("output", "context"):
+        value = normalized.get(key)
+        if value is None:
+            continue
+        parts = value if isinstance(value, list) else [value]
+        out[key] = sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in parts)
     return out

@@ -22,7 +22,8 @@ from logitjudge.engine.calibration import (
     cross_validated_nll,
     fit,
 )
-from logitjudge.rubrics.calibrate import fit_and_report, imbalanced_slice, refuse_worse, run_calibrate, split
+from logitjudge.cli.calibrate import run_calibrate
+from logitjudge.rubrics.calibrate import fit_and_report, imbalanced_slice, refuse_worse, split
 from logitjudge.rubrics.samples import Sample
 
 FITTED_FOR = {"fingerprint": "f", "prompt_version": "p", "dtype": "float32", "strategy": "packed", "model": "m"}

@@ -36,7 +36,7 @@ def _cmd(data, out, *extra, factory="lj_factories:make_judge"):
     return [
         sys.executable,
         "-m",
-        "logitjudge.rubrics.cli",
+        "logitjudge.cli.evaluate",
         str(data),
         "--out",
         str(out),
@@ -227,7 +227,7 @@ def test_results_writer_resume_state(tmp_path):
 
 def _evaluate(capsys, data, out, *extra, factory="lj_factories:make_judge"):
     """``logitjudge evaluate`` in this process: (exit status, stdout, stderr)."""
-    from logitjudge.rubrics.cli import main
+    from logitjudge.cli.evaluate import main
 
     argv = [str(data), "--out", str(out), "--no-progress", *map(str, extra)]
     if factory:

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pytest
 
 from logitjudge.judge import Judge
-from logitjudge.rubrics.cli import main
+from logitjudge.cli.evaluate import main
 
 LOW_OPTION_MASS = 0.05  # logitjudge.settings.LOW_OPTION_MASS (checked in test_evaluate_option_mass.py)
 ROOT = Path(__file__).resolve().parents[2]

@@ -192,7 +192,7 @@ def test_the_server_module_imports_no_torch():
 
     code = (
         "import sys; import logitjudge.server.evaluate_routes, logitjudge.rubrics.api, "
-        "logitjudge.rubrics.cli; "
+        "logitjudge.cli.evaluate; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

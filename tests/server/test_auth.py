@@ -10,7 +10,7 @@ from server_helpers import BODY
 
 from logitjudge import Judge
 from logitjudge.server.app import create_app
-from logitjudge.server.cli import add_serve_parser
+from logitjudge.cli.serve import add_serve_parser
 
 KEYS = ("k-one", "k-two")
 

@@ -11,7 +11,7 @@ A key given with ``--api-key`` is on the command line, which every user of the m
 (``ps``, ``/proc/<pid>/cmdline``), so the server logs a WARNING at start when keys came that way;
 use ``LOGITJUDGE_API_KEYS`` or a key file (readable by the server's user only) instead.
 
-The main CLI (``logitjudge.cli``) calls :func:`add_serve_parser` and :func:`run_serve`.
+The main CLI (:mod:`logitjudge.cli`) calls :func:`add_serve_parser` and :func:`run_serve`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import logging
 import signal
 from typing import Any
 
+from logitjudge.cli.common import add_model_args, load_judge
 from logitjudge.server.limits import RequestLimits
 
 __all__ = ["add_serve_parser", "run_serve", "resolve_api_keys"]
@@ -99,9 +100,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default 60)",
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
-    from logitjudge.cli import add_model_args  # the one set of model flags (and loader) of every subcommand
-
-    add_model_args(p)
+    add_model_args(p)  # the one set of model flags (and loader) of every subcommand
     p.set_defaults(func=run_serve)
     return p
 
@@ -131,7 +130,6 @@ def run_serve(args: argparse.Namespace) -> int:
     """Load the model, build the app and run uvicorn until interrupted; returns the exit code."""
     import uvicorn
 
-    from logitjudge.cli import load_judge
     from logitjudge.server.app import create_app
 
     logging.basicConfig(

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli import add_model_args, load_judge
+from logitjudge.cli.common import add_model_args, load_judge
 from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
@@ -59,6 +59,7 @@ from logitjudge.rubrics.dataio import (
     scan_results,
     write_run_record,
 )
+from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
 from logitjudge.settings import LOW_OPTION_MASS
@@ -160,14 +161,6 @@ def _environment(judge: Any) -> dict[str, Any]:
     except Exception:  # describe is informative only
         env["engine"] = None
     return env
-
-
-def _text_len(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, list):
-        return sum(len(v) if isinstance(v, str) else len(json.dumps(v)) for v in value)
-    return len(value) if isinstance(value, str) else len(json.dumps(value))
 
 
 def _progress(total: int, initial: int, disable: bool) -> Any:
@@ -539,21 +532,12 @@ def _result_record(rid: str, raw: Mapping[str, Any], res: Any) -> dict[str, Any]
     gold = gold_of(raw)
     if not gold.is_empty():
         record["gold"] = gold.model_dump(mode="json")
-    record["x_lengths"] = {
-        k: n for k in ("output", "context") if (n := _text_len(res_field(dict(raw), k))) is not None
-    }
+    record["x_lengths"] = text_lengths(raw)
     return record
 
 
-def res_field(raw: dict[str, Any], key: str) -> Any:
-    """A data field of a raw row under our name or its RAGAS name (for length baselines)."""
-    from logitjudge.rubrics.items import normalize_row
-
-    return normalize_row(raw).get(key)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m logitjudge.rubrics.cli DATA ...``: the subcommand on its own."""
+    """``python -m logitjudge.cli.evaluate DATA ...``: the subcommand on its own."""
     parser = argparse.ArgumentParser(prog="logitjudge")
     sub = parser.add_subparsers(dest="command", required=True)
     add_evaluate_parser(sub)

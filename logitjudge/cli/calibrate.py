@@ -1,0 +1,221 @@
+"""``logitjudge calibrate``: fit a calibration file on labelled data; NLL/AUROC/ECE before and after.
+
+::
+
+    # rows in the shared data row shape: the model is run on them first (uncalibrated)
+    logitjudge calibrate ../shared/data/vitaminc/dev.jsonl --out calib.json --report reliability.png
+    # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
+    logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
+
+Steps:
+
+1. read every labelled distribution (:mod:`logitjudge.rubrics.samples`);
+2. split by **source item** (:func:`~logitjudge.rubrics.samples.item_group`: the right and the
+   hallucinated answer of one question, the questions of one case, stay on one side; sklearn
+   ``GroupShuffleSplit``, seeded) into a fitting part and a held-out part (``--holdout``, the
+   share of source items held out, default 0.5);
+3. fit per bucket on the fitting part (:func:`logitjudge.engine.calibration.fit`), which keeps a
+   scaling only when it lowers the cross-validated NLL;
+4. **refuse** every scaling that does not lower the NLL of the held-out samples it applies to by
+   :data:`~logitjudge.engine.calibration.MIN_NLL_GAIN` (that bucket stays uncalibrated); when
+   nothing is left the command writes no file and exits 1, saying so;
+5. report n, accuracy, AUROC, NLL, Brier and ECE (10 bins) on the held-out part before and after
+   the fitted scaling, per bucket and per data set x evaluator, and on **imbalanced slices** of
+   the two-option buckets (80/20 and 20/80 of the gold answer, subsampled from the held-out
+   part): a temperature that flattens every P(yes) to about 0.5 looks well calibrated on a
+   50/50 sample and is wrong on traffic with another base rate, which these rows show;
+6. draw reliability diagrams (``--report``, PNG).
+
+What the file is fitted for comes from the engine that produced the distributions: the quality
+JSON's or the results' ``.summary.json`` ``environment.engine``, else the model loaded from the
+model flags. Distributions produced under a calibration are refused (fit on raw ones).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from logitjudge.cli.common import add_model_args, load_judge
+from logitjudge.errors import LogitJudgeError
+from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
+from logitjudge.rubrics.samples import samples_from_rows
+
+# -- reading labelled inputs -------------------------------------------------------------------
+
+
+def _read_input(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[dict[str, Any]]]:
+    """(result rows, the engine that made them if recorded, data rows still to run)."""
+    if path.suffix == ".json":  # benchmarks/quality.py output
+        record = json.loads(path.read_text(encoding="utf-8"))
+        rows = [r for items in record.get("items", {}).values() for r in items]
+        return rows, (record.get("environment") or {}).get("engine"), []
+    from logitjudge.rubrics.dataio import read_rows
+
+    rows = read_rows(str(path))
+    results = [r for r in rows if isinstance(r.get("results"), dict)]
+    data = [r for r in rows if not isinstance(r.get("results"), dict)]
+    engine = None
+    summary = path.with_name(path.name + ".summary.json")
+    if summary.exists():
+        engine = (json.loads(summary.read_text(encoding="utf-8")).get("environment") or {}).get("engine")
+    return results, engine, data
+
+
+def _run_data_rows(judge: Any, rows: list[dict[str, Any]], batch_size: int) -> list[dict[str, Any]]:
+    from logitjudge.rubrics.aggregate import gold_of
+    from logitjudge.rubrics.api import evaluate
+
+    run = evaluate(judge, rows, "auto", batch_size=batch_size)
+    out = []
+    for raw, res in zip(rows, run.results, strict=True):
+        rec = res.model_dump(mode="json", exclude_none=True)
+        rec["id"] = raw.get("id")
+        rec["gold"] = gold_of(raw).model_dump(mode="json")
+        out.append(rec)
+    return out
+
+
+def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``calibrate`` subcommand to the main CLI's subparsers."""
+    p = subparsers.add_parser(
+        "calibrate",
+        help="fit temperature/bias calibration on labelled data; ECE and Brier before/after on a held-out part",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument(
+        "labelled",
+        nargs="+",
+        help="labelled JSONL (shared data rows or our result rows with gold), or benchmarks/quality.py JSON",
+    )
+    p.add_argument("--out", required=True, help="calibration JSON to write")
+    p.add_argument("--report", default=None, help="reliability diagram PNG (held-out part, before/after)")
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=0.5,
+        help="share of source items held out for the refusal check and the report (default 0.5)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the source-item split and the slices")
+    p.add_argument("--batch-size", type=int, default=4)
+    add_model_args(p)
+    p.set_defaults(func=run_calibrate)
+    return p
+
+
+def _fail(message: str, status: int = 2) -> int:
+    print(f"logitjudge calibrate: {message}", file=sys.stderr)
+    return status
+
+
+def _f(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def print_report(report: Mapping[str, Any]) -> None:
+    """The held-out table (before -> after the fitted scaling, kept or refused), then the
+    refusals and flattening warnings."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=(
+            f"calibration, held-out part: {report['n_holdout']} samples of {report['groups_holdout']} source "
+            f"items (fitted on {report['n_fit']} of {report['groups_fit']}); 'after' = with the fitted scaling"
+        )
+    )
+    for col in ("group", "n", "acc", "AUROC", "NLL", "ECE", "Brier", "scaling"):
+        table.add_column(col, justify="left" if col in ("group", "scaling") else "right")
+    for section in ("by_bucket", "by_set", "imbalanced"):
+        for key, ba in report[section].items():
+            b, a = ba["before"], ba["after"]
+            status = ", ".join(ba["scalings"]) + (" kept" if ba["kept"] else " refused") if ba["scalings"] else "none"
+            table.add_row(
+                key,
+                str(b["n"]),
+                _f(b["accuracy"]),
+                f"{_f(b['auroc'])} -> {_f(a['auroc'])}",
+                f"{_f(b['nll'])} -> {_f(a['nll'])}",
+                f"{_f(b['ece'])} -> {_f(a['ece'])}",
+                f"{_f(b['brier'])} -> {_f(a['brier'])}",
+                status,
+            )
+        table.add_section()
+    console = Console(file=sys.stdout, width=200)
+    console.print(table)
+    for key, why in report["refused"].items():
+        print(f"refused {key}: {why}")
+    for key, why in report["flattening"].items():
+        print(f"warning {key}: {why}")
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """The ``calibrate`` subcommand (see the module docstring)."""
+    rows: list[dict[str, Any]] = []
+    engines: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for name in args.labelled:
+        try:
+            results, engine, data = _read_input(Path(name))
+        except (OSError, ValueError) as exc:
+            return _fail(f"{name}: {exc}")
+        rows += results
+        pending += data
+        if engine:
+            engines.append(engine)
+    if any(e.get("calibration") for e in engines):
+        return _fail("these distributions were produced under a calibration; fit on uncalibrated runs")
+    fitted_for: dict[str, Any] | None = engines[0] if engines else None
+    if pending or fitted_for is None:
+
+        if getattr(args, "calibration", None):
+            return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
+        try:
+            judge = load_judge(args)
+        except LogitJudgeError as exc:
+            return _fail(f"cannot load the model: {exc.message}", 1)
+        described = judge.describe()
+        if fitted_for is not None and any(
+            fitted_for.get(k) != described.get(k) for k in ("fingerprint", "dtype")
+        ):
+            return _fail("the result rows come from another model or dtype than --model")
+        fitted_for = described
+        if pending:
+            rows += _run_data_rows(judge, pending, args.batch_size)
+    if any(
+        e.get(k) != fitted_for.get(k) for e in engines for k in ("fingerprint", "prompt_version", "dtype")
+    ):
+        return _fail("the inputs come from different engines (fingerprint, prompt version or dtype differ)")
+    seen: set[str] = set()
+    unique = []
+    for r in rows:  # the same item in two inputs counts once (first wins)
+        if str(r.get("id")) not in seen:
+            seen.add(str(r.get("id")))
+            unique.append(r)
+    samples = samples_from_rows(unique)
+    if not samples:
+        return _fail("no labelled distributions in the input (see logitjudge/rubrics/samples.py)")
+    cal, report = fit_and_report(
+        samples, fitted_for, holdout=args.holdout, seed=args.seed, meta={"data": list(args.labelled)}
+    )
+    print_report(report)
+    if not cal.scalings:
+        return _fail(
+            "no scaling kept: every fit was refused because it did not lower the cross-validated or the "
+            f"held-out NLL (reasons above); {args.out} not written",
+            1,
+        )
+    cal.save(args.out)
+    for name, s in cal.scalings.items():
+        bias = "" if s.bias is None else " bias " + ", ".join(f"{b:+.2f}" for b in s.bias)
+        print(f"{name}: T={s.temperature:.3f}{bias} (n={s.n}{', clamped' if s.clamped else ''})")
+    if args.report:
+        _, held = split(samples, args.holdout, args.seed)
+        reliability_plot(held, cal, args.report, title=f"{fitted_for.get('model', '')}: held-out reliability")
+        print(f"report: {args.report}")
+    print(f"calibration: {args.out}")
+    return 0
