@@ -1,0 +1,126 @@
+"""The import rules of the package's layers, read from the source (every import, also those inside
+functions), plus what importing the server really loads.
+
+::
+
+    contract   the wire models of both APIs           imports nothing of ours
+    errors, settings                                   import nothing of ours
+    engine     prompt, pack, runner, readout, core    imports only engine, errors, settings
+    rubrics    evaluators, scoring, datasets          no facade, no server, no cli (a judge is passed in)
+    judge      the facade (ask, ask_many, evaluate)   no server, no cli
+    server     FastAPI edge                           no cli; never loads torch
+    cli        the command line                       imported by nothing else
+
+and no import cycle between modules anywhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "logitjudge"
+
+# layer -> layers (top-level names under logitjudge) it may import
+ALLOWED: dict[str, set[str]] = {
+    "contract": {"contract"},
+    "errors": set(),
+    "settings": set(),
+    "engine": {"engine", "errors", "settings"},
+    "rubrics": {"rubrics", "contract", "engine", "errors", "settings"},
+    "judge": {"engine", "contract", "rubrics", "errors", "settings"},
+    "server": {"server", "contract", "engine", "errors", "settings", "judge", "rubrics", "__init__"},
+    "cli": {"cli", "server", "rubrics", "contract", "engine", "errors", "settings", "judge", "__init__"},
+    "__init__": {"errors", "judge"},
+}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def resolve(name: str) -> str:
+    """The module an import names: ``logitjudge.x.y`` if that file or package exists, else its parent."""
+    while name.count("."):
+        rel = Path(*name.split(".")[1:])
+        if (PACKAGE / rel).with_suffix(".py").exists() or (PACKAGE / rel / "__init__.py").exists():
+            return name
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every ``logitjudge`` module ``path`` imports, at any depth of the file."""
+    out: set[str] = set()
+    me = module_name(path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {resolve(a.name) for a in node.names if a.name.split(".")[0] == "logitjudge"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "logitjudge":
+            for a in node.names:
+                out.add(resolve(f"{node.module}.{a.name}"))
+    out.discard(me)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+
+
+def layer(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def test_every_layer_imports_only_what_it_may():
+    broken = [
+        f"{mod} imports {dep}"
+        for mod, deps in sorted(graph().items())
+        for dep in sorted(deps)
+        if layer(dep) not in ALLOWED[layer(mod)]
+    ]
+    assert not broken, "layer rules broken:\n" + "\n".join(broken)
+
+
+def test_no_import_cycle_between_modules():
+    g = graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(g.get(node, ())):
+            if dep == "logitjudge" or dep.startswith(node + "."):
+                continue  # a package's __init__ re-exporting its own modules is not a cycle
+            if state.get(dep) == 1:
+                cycles.append([*stack[stack.index(dep):], dep])
+            elif dep not in state:
+                visit(dep, [*stack, dep])
+        state[node] = 2
+
+    for mod in sorted(g):
+        if mod not in state:
+            visit(mod, [mod])
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_rules_can_fail():
+    """The checker sees function-level imports (the kind the old rubrics -> cli cycle used)."""
+    deps = imports_of(PACKAGE / "cli" / "serve.py")
+    assert "logitjudge.server.app" in deps  # imported inside run_serve
+    assert "logitjudge.server" not in ALLOWED["rubrics"] and "cli" not in ALLOWED["server"]
+
+
+def test_importing_the_server_loads_no_torch():
+    code = (
+        "import sys; import logitjudge.server.app, logitjudge.contract, logitjudge.cli.serve; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
