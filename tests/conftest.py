@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# Test helpers live in tests/support (not in the package): `from support.scripted import ...`.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # No model hub, ever: the default model is embedded and converted locally.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from logitjudge.engine.scheduler import Scheduler, estimate_tokens
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.engine.types import EngineRequest, EngineResult, Option, Question
 from logitjudge.errors import ContextOverflowError, EngineError, LogitJudgeError, OverloadedError
 

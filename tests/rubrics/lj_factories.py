@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.judge import Judge
 
 

@@ -27,7 +27,9 @@ HERE = Path(__file__).resolve().parent
 def _env():
     env = dict(os.environ)
     # a PYTHONPATH already set (another checkout under test) comes before this one
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), env.get("PYTHONPATH", ""), str(ROOT)) if p)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(HERE), str(HERE.parent), env.get("PYTHONPATH", ""), str(ROOT)) if p
+    )
     env["HF_HUB_OFFLINE"] = "1"
     return env
 
@@ -346,7 +348,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     """Regression: evaluate's own copy of the loader dropped --attn and --max-batch-tokens.
     evaluate, calibrate, ask and serve all load through logitjudge.cli.load_judge."""
     from logitjudge.cli import main
-    from logitjudge.engine.scripted import ScriptedEngine
+    from support.scripted import ScriptedEngine
     from logitjudge.judge import Judge
 
     calls = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from logitjudge.cli import main
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.judge import Judge
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.compare import compare_runs, read_results

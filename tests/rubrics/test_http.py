@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.judge import Judge
 from logitjudge.server.app import create_app
 

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from server_helpers import BODY, rising
 
 from logitjudge import Judge
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.server.app import create_app
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 
 
 def rising(_state: Any, question: Any) -> list[float]:

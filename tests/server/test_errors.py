@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from server_helpers import BODY, GatedEngine
 
 from logitjudge import Judge
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import ContextOverflowError, InvalidRequestError, LogitJudgeError
 from logitjudge.server.app import create_app

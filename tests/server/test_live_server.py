@@ -16,7 +16,7 @@ from server_helpers import BODY, GatedEngine
 
 from logitjudge import Judge
 from logitjudge.server.app import create_app
-from logitjudge.server.background import serve_in_thread
+from support.background import serve_in_thread
 
 
 def _raw_post(base_url: str, body: dict) -> socket.socket:

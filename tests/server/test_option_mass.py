@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from server_helpers import BODY, rising
 
 from logitjudge import Judge
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult
 from logitjudge.errors import LogitJudgeError
 from logitjudge.server.app import create_app

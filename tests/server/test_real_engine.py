@@ -21,7 +21,7 @@ import pytest
 from server_helpers import BODY
 
 from logitjudge.server.app import create_app
-from logitjudge.server.background import serve_in_thread
+from support.background import serve_in_thread
 
 KEY = "lj-test-key-3f9a"
 JEVCOMPAT = Path(sys.executable).with_name("jevcompat")

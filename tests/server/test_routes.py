@@ -6,12 +6,14 @@ Engine correctness over HTTP (the default model) is in ``test_real_engine.py``.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+from support.scripted import ScriptedEngine
 
 from logitjudge import Judge
-from logitjudge.engine.scripted import ScriptedEngine
 from logitjudge.server.app import create_app
 
 
@@ -168,10 +170,12 @@ def test_server_imports_no_torch() -> None:
 
     code = (
         "import sys; from logitjudge import Judge; from logitjudge.server.app import create_app;"
-        "from logitjudge.engine.scripted import ScriptedEngine; create_app(Judge(ScriptedEngine()));"
+        "from support.scripted import ScriptedEngine; create_app(Judge(ScriptedEngine()));"
         "print('torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    tests_dir = str(Path(__file__).resolve().parents[1])  # for support.scripted
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), tests_dir) if p)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "False"
 
 

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from server_helpers import BODY
 
 from logitjudge import Judge
-from logitjudge.engine.scripted import ScriptedEngine
+from support.scripted import ScriptedEngine
 from logitjudge.server.app import create_app
 
 MARKER = "state-text-7f3a9c-must-not-be-logged"
