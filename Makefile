@@ -39,9 +39,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# format, lint (package, tests, benchmarks), types (package), then the whole suite
 check: $(STAMP)
-	$(PY) -m pip install --quiet ruff
-	$(PY) -m ruff check logitjudge
+	$(PY) -m pip install --quiet "ruff==0.17.6" "mypy==2.4.1"
+	$(PY) -m ruff format --check logitjudge tests benchmarks examples
+	$(PY) -m ruff check logitjudge tests benchmarks examples
+	$(PY) -m mypy logitjudge
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

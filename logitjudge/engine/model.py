@@ -127,7 +127,7 @@ def convert_gguf(gguf: Path) -> Path:
     logger.info("converting %s to safetensors in %s (once)", gguf.name, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # The GGUF quantizer stays attached after de-quantization and makes save_pretrained refuse.
     model.hf_quantizer = None
     model.is_quantized = False
@@ -268,7 +268,7 @@ def load_model(spec: str | None, *, device: str = "auto", dtype: str = "auto") -
     kwargs: dict[str, Any] = {"dtype": torch_dtype, **placement(device, dev, n_gpus)}
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
-        model = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
+        model: Any = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     except (OSError, ValueError) as exc:
         raise UnsupportedModelError(f"cannot load model {spec!r}: {exc}") from exc
     if "device_map" not in kwargs:

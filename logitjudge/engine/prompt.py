@@ -217,6 +217,8 @@ class PromptBuilder:
         order = tuple((k + rotation) % n for k in range(n))  # displayed position -> option index
         texts, labels = self.label_texts(question)
         lines = []
+        display_labels: tuple[Label, ...]
+        option_index: tuple[int, ...]
         if question.type == "noul":
             yes_t, no_t = texts
             true, false = question.options[0].description, question.options[1].description

@@ -158,7 +158,7 @@ def read_rows(path: str | Path, *, limit: int | None = None) -> list[dict[str, A
         rows = _lists_decoded(_read_table(p, "parquet"), p)
     else:
         rows = _read_jsonl(p)
-    out = []
+    out: list[dict[str, Any]] = []
     for row in rows:
         if limit is not None and len(out) >= limit:
             break

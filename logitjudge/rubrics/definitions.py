@@ -160,8 +160,8 @@ class EvaluatorDef(_Strict):
                 f"with per_chunk={compatible[1]}"
             )
         if self.scoring == "chunk_support":
-            names = {o.name for o in self.options or ()}
-            if not {"supports", "contradicts"} <= names:
+            option_names = {o.name for o in self.options or ()}
+            if not {"supports", "contradicts"} <= option_names:
                 raise ValueError(
                     f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'"
                 )

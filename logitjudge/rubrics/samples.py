@@ -248,15 +248,15 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
                 if s is not None:
                     out.append(s)
             continue
-        probs = res.get("probabilities") or {}
+        yes_no = res.get("probabilities") or {}
         passed = (gold.get("passed") or {}).get(name)
         if (
             details is None
             and res.get("legend") is None
-            and set(probs) == {"yes", "no"}
+            and set(yes_no) == {"yes", "no"}
             and isinstance(passed, bool)
         ):
-            p = float(probs["yes"])
+            p = float(yes_no["yes"])
             out.append(Sample(rid, name, "noul", (p, 1.0 - p), 0 if passed else 1))
     return out
 
