@@ -9,9 +9,9 @@ labels and any other field never enter it, so the state does not depend on which
 A field is *present* when it is not blank (:func:`is_present`: null, whitespace only, or a list
 or object of blanks): blank evidence cannot be judged, so it counts as missing. A context list
 that mixes real chunks with a blank one is refused (:meth:`Item.blank_chunks`): a blank chunk is
-never evidence, and silently dropping it would shift every chunk index after it. ``context`` may be a list of chunks (strings,
-or JSON objects/arrays), a single string (one chunk) or a single object (one chunk); the state
-always holds it as a list.
+never evidence, and silently dropping it would shift every chunk index after it. ``context``
+may be a list of chunks (strings, or JSON objects/arrays), a single string (one chunk) or a
+single object (one chunk); the state always holds it as a list.
 
 Dataset files may use RAGAS names; :func:`normalize_row` maps ``question``/``user_input`` ->
 ``input``, ``answer``/``response`` -> ``output``, ``contexts``/``retrieved_contexts`` ->
@@ -127,13 +127,7 @@ def parse_typed_question(raw: dict[str, Any], *, field: tuple[str | int, ...] = 
     try:
         return TypeAdapter(schemas.Question).validate_python(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = (*field, *first.get("loc", ()))
-        err = InvalidRequestError(f"{'.'.join(map(str, loc))}: {first.get('msg', 'invalid')}", field=loc)
-        err.errors = [  # type: ignore[attr-defined]
-            {**e, "loc": (*field, *e.get("loc", ()))} for e in exc.errors(include_url=False)
-        ]
-        raise err from None
+        raise InvalidRequestError.from_validation(exc.errors(include_url=False), prefix=field) from None
 
 
 def _maybe_json_list(value: Any) -> Any:

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.errors import InvalidRequestError, LogitJudgeError
+from logitjudge.judge import check_model
 from logitjudge.rubrics.items import Item
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
@@ -40,9 +41,11 @@ DEFAULT_MODEL = "jev-latest"
 
 
 class MissingFieldError(InvalidRequestError):
-    """An explicitly named evaluator needs a field the item lacks (-> 422 at ``loc`` of the field)."""
+    """An explicitly named evaluator needs a field the item lacks (-> 422 at ``loc`` of the field,
+    ``type: "missing"`` as pydantic says of a missing field)."""
 
     error_type = "missing"
+    detail_type = "missing"
 
 
 @dataclass
@@ -204,11 +207,7 @@ def run_plans(
     """
     registry = registry or default_registry()
     checked = check_thresholds(registry, thresholds)
-    accepts = getattr(judge, "accepts_model", None)
-    if accepts is not None and not accepts(model):
-        raise UnknownModelError(
-            f"Unknown model: {model!r}; this server serves {judge.model_name!r}", field=("model",)
-        )
+    check_model(judge, model)
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[ItemResult]:

@@ -42,7 +42,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from logitjudge import __version__
 from logitjudge.engine.scheduler import Scheduler
-from logitjudge.errors import InvalidRequestError, RequestError
+from logitjudge.errors import InvalidRequestError, UnsupportedInputError
 from logitjudge.judge import MODEL_ALIASES
 from logitjudge.server import schemas
 from logitjudge.server.errors import ERROR_RESPONSES, install_error_handlers
@@ -152,11 +152,21 @@ async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 
 
 def _remap_question_field(exc: InvalidRequestError, ids: Sequence[str]) -> InvalidRequestError:
-    """The engine names questions by index; the wire names them by id."""
-    field = exc.field
-    if len(field) >= 2 and field[0] == "questions" and isinstance(field[1], int) and field[1] < len(ids):
-        exc.field = ("questions", ids[field[1]], *field[2:])
-    return exc
+    """The engine names questions by index; the wire names them by id.
+
+    Returns ``exc`` itself when it names no question, else a new error with ``field`` and every
+    ``details`` location renamed (the engine's error is left as it was).
+    """
+
+    def rename(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+        if len(loc) >= 2 and loc[0] == "questions" and isinstance(loc[1], int) and loc[1] < len(ids):
+            return ("questions", ids[loc[1]], *loc[2:])
+        return loc
+
+    if rename(exc.field) == exc.field and all(rename(d["loc"]) == d["loc"] for d in exc.details):
+        return exc
+    details = [{**d, "loc": rename(d["loc"])} for d in exc.details]
+    return InvalidRequestError(exc.message, field=rename(exc.field), details=details)
 
 
 def _jsonable(value: Any) -> Any:
@@ -269,11 +279,7 @@ def create_app(
         req = judge.validate(body)  # raises UnknownModelError (400) for a model not served here
         check_systemone(req, config.limits)  # 422 naming the limit, before any tokenizer work
         if req.model_extra and "assets" in req.model_extra:
-            err = RequestError(
-                "image assets are not supported by this model (text-only engine)", field=("assets",)
-            )
-            err.error_type = "api_usage_error"  # 400, as the spec proposes (A.2 T11)
-            raise err
+            raise UnsupportedInputError(field=("assets",))  # 400, as the spec proposes (A.2 T11)
         ids = list(req.questions)
         try:
             result = await _unless_disconnected(request, scheduler.submit(judge.to_engine(req)))

@@ -210,19 +210,11 @@ def body_parse_error(exc: StarletteHTTPException) -> str | None:
     return f"the body could not be parsed ({type(cause).__name__})"
 
 
-def _invalid_request_errors(exc: InvalidRequestError) -> list[dict[str, Any]]:
-    """The ``detail[]`` items of an :class:`InvalidRequestError` (pydantic's, or one from ``field``)."""
-    pydantic_errors = getattr(exc, "errors", None)
-    if isinstance(pydantic_errors, list) and pydantic_errors:
-        return pydantic_errors
-    return [{"loc": list(exc.field), "msg": exc.message, "type": "value_error"}]
-
-
 def logitjudge_error_response(exc: LogitJudgeError) -> JSONResponse:
     """The response for any error of our tree (see the module's table)."""
     status = status_for(exc)
     if status == 422 and isinstance(exc, InvalidRequestError):
-        return validation_response(_invalid_request_errors(exc))
+        return validation_response(exc.entries())
     headers: dict[str, str] = {}
     if isinstance(exc, OverloadedError):
         seconds = max(1, math.ceil(exc.retry_after))

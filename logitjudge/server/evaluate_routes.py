@@ -31,20 +31,14 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.errors import InvalidRequestError, LogitJudgeError
+from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
 from logitjudge.rubrics.definitions import ITEM_FIELDS
 from logitjudge.rubrics.items import Item
-from logitjudge.rubrics.registry import UnknownEvaluatorError, default_registry
+from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.results import EvaluateUsage, ItemResult
-from logitjudge.rubrics.runner import (
-    DEFAULT_MODEL,
-    ItemPlan,
-    MissingFieldError,
-    check_thresholds,
-    finish_plan,
-    plan_item,
-)
+from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, finish_plan, plan_item
 from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
 
@@ -76,41 +70,19 @@ class EvaluateRequest(Item):
 router = APIRouter(tags=["Evaluators"])
 
 
-def _with_detail(
-    exc: InvalidRequestError, type_: str, ctx: dict[str, Any] | None = None
-) -> InvalidRequestError:
-    """Attach a ``detail[]`` entry of the given pydantic-style ``type`` to a request error."""
-    entry: dict[str, Any] = {"loc": list(exc.field), "msg": exc.message, "type": type_}
-    if ctx:
-        entry["ctx"] = ctx
-    exc.errors = [entry]  # type: ignore[attr-defined]
-    return exc
-
-
 def _plan(body: EvaluateRequest) -> tuple[list[ItemPlan], bool]:
     registry = default_registry()
-    try:
-        selection = registry.select(body.evaluators)
-        check_thresholds(registry, body.thresholds)
-    except UnknownEvaluatorError as exc:
-        raise _with_detail(exc, "value_error", {"suggestions": list(exc.suggestions)}) from None
+    selection = registry.select(body.evaluators)  # UnknownEvaluatorError carries its detail[] entry
+    check_thresholds(registry, body.thresholds)
     if body.items is None:
-        try:
-            return [plan_item(body, selection, strict=True)], False
-        except MissingFieldError as exc:
-            raise _with_detail(exc, "missing") from None
+        return [plan_item(body, selection, strict=True)], False  # MissingFieldError: type "missing"
     flat = [f for f in ITEM_FIELDS if getattr(body, f) is not None]
     if flat:
         raise InvalidRequestError(
             f"send either `items` or the flat fields, not both (got {', '.join(flat)} beside items)",
             field=("items",),
         )
-    plans = []
-    for j, item in enumerate(body.items):
-        try:
-            plans.append(plan_item(item, selection, strict=True, field_prefix=("items", j)))
-        except MissingFieldError as exc:
-            raise _with_detail(exc, "missing") from None
+    plans = [plan_item(item, selection, strict=True, field_prefix=("items", j)) for j, item in enumerate(body.items)]
     return plans, True
 
 
@@ -148,10 +120,7 @@ async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONRespons
     over one state. Numbers are finite; an undetermined value is null with a ``reason``.
     """
     judge = request.app.state.judge
-    if not judge.accepts_model(body.model):
-        raise UnknownModelError(
-            f"Unknown model: {body.model!r}; this server serves {judge.model_name!r}", field=("model",)
-        )
+    check_model(judge, body.model)
     config = getattr(request.app.state, "config", None)
     limits = config.limits if config is not None else RequestLimits()
     check_evaluate(body, ITEM_FIELDS, limits)  # items per batch, string lengths: 422 naming the limit
