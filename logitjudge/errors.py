@@ -19,7 +19,9 @@ this tree; nothing here knows HTTP.
         └── EngineDeadError           the engine cannot answer at all; not retryable (-> 500)
 
 Elsewhere: the rubrics add ``UnknownEvaluatorError`` and ``MissingFieldError`` (both
-InvalidRequestError, -> 422).
+InvalidRequestError, -> 422); the server edge adds the refusals of its middlewares
+(``AuthenticationError`` 401, ``BodyTooLargeError`` 413, ``UnsupportedMediaTypeError`` 415,
+``UnreadableBodyError`` 422; see ``logitjudge.server.errors``, whose table lists every class).
 
 Every error carries typed fields, set by its constructor and never changed afterwards:
 

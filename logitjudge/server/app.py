@@ -45,7 +45,7 @@ from logitjudge.engine.scheduler import Scheduler
 from logitjudge.errors import InvalidRequestError, UnsupportedInputError
 from logitjudge.judge import MODEL_ALIASES
 from logitjudge.server import schemas
-from logitjudge.server.errors import ERROR_RESPONSES, install_error_handlers
+from logitjudge.server.errors import DRAINING_STATUS, ERROR_RESPONSES, ClientDisconnected, install_error_handlers
 from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics
 from logitjudge.server.middleware import DOCS_ASSETS, BearerAuthMiddleware, BodyMiddleware, MetricsMiddleware
@@ -121,10 +121,6 @@ def default_batching(judge: Any) -> tuple[int, int]:
     return CPU_BATCHING if device.startswith("cpu") else ACCELERATOR_BATCHING
 
 
-class ClientDisconnected(Exception):
-    """The HTTP client closed the connection before its answer was ready."""
-
-
 async def _wait_for_disconnect(request: Request) -> None:
     # After the body, the next ASGI message is http.disconnect (when the client goes away, or
     # when the response is complete, by which time this waiter is cancelled).
@@ -135,7 +131,11 @@ async def _wait_for_disconnect(request: Request) -> None:
 
 
 async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await ``work``; if the client disconnects first, cancel it (freeing its queue place)."""
+    """Await ``work``; if the client disconnects first, cancel it (freeing its queue place).
+
+    Raises:
+        ClientDisconnected: the client left first (the error table answers 499).
+    """
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_wait_for_disconnect(request))
     try:
@@ -283,8 +283,6 @@ def create_app(
         ids = list(req.questions)
         try:
             result = await _unless_disconnected(request, scheduler.submit(judge.to_engine(req)))
-        except ClientDisconnected:
-            return Response(status_code=499)
         except InvalidRequestError as exc:
             raise _remap_question_field(exc, ids) from None
         response = judge.to_response(req, result)
@@ -337,7 +335,7 @@ def create_app(
             "auth": bool(config.api_keys),
             "version": __version__,
         }
-        return JSONResponse(body, status_code=503 if scheduler.closing else 200)
+        return JSONResponse(body, status_code=DRAINING_STATUS if scheduler.closing else 200)
 
     @app.get("/metrics", tags=["Operations"], response_class=Response)
     async def prometheus_metrics() -> Response:
