@@ -11,26 +11,42 @@ this tree; nothing here knows HTTP.
     │   ├── InvalidRequestError       a field is malformed or out of range (-> 422)
     │   ├── ContextOverflowError      a part is over the token budget (-> 413)
     │   ├── UnknownModelError         the request names a model this engine does not serve (-> 400)
-    │   └── UnsupportedModelError     the model cannot serve this engine (bad tokenizer, ...) (load time)
-    │       └── CalibrationMismatchError  a calibration file fitted for another model/prompt/dtype/strategy
+    │   ├── UnsupportedInputError     the request uses an input this engine cannot take (image assets) (-> 400)
+    │   └── UnsupportedModelError     the model cannot serve this request or this engine (bad tokenizer, ...) (-> 400)
+    │       └── CalibrationMismatchError  a calibration file fitted for another model/prompt/dtype/strategy (load time)
     └── EngineError                   not the caller's fault
         ├── OverloadedError           queue full, out of memory, draining; retryable (-> 529 + Retry-After)
         └── EngineDeadError           the engine cannot answer at all; not retryable (-> 500)
 
-Every error carries ``field`` (a path into the request, e.g. ``("questions", "q1", "criteria")``)
-where one part of the request is to blame, so an error always names the field.
+Elsewhere: the rubrics add ``UnknownEvaluatorError`` and ``MissingFieldError`` (both
+InvalidRequestError, -> 422); the server edge adds the refusals of its middlewares
+(``AuthenticationError`` 401, ``BodyTooLargeError`` 413, ``UnsupportedMediaTypeError`` 415,
+``UnreadableBodyError`` 422; see ``logitjudge.server.errors``, whose table lists every class).
+
+Every error carries typed fields, set by its constructor and never changed afterwards:
+
+- ``message``: a sentence for a person;
+- ``field``: a path into the request (e.g. ``("questions", "q1", "criteria")``) where one part of
+  the request is to blame, so an error always names the field;
+- ``details``: pydantic-style entries (:class:`ErrorEntry`: ``loc``, ``msg``, ``type``, optional
+  ``ctx``), one per failed check, for errors answered with the validation shape; empty means
+  "one entry made from ``field`` and ``message``" (:meth:`LogitJudgeError.entries`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 __all__ = [
+    "ErrorEntry",
+    "error_entry",
     "LogitJudgeError",
     "RequestError",
     "InvalidRequestError",
     "ContextOverflowError",
     "UnknownModelError",
+    "UnsupportedInputError",
     "UnsupportedModelError",
     "CalibrationMismatchError",
     "EngineError",
@@ -39,20 +55,72 @@ __all__ = [
 ]
 
 
+Loc = tuple[str | int, ...]
+
+
+class _ErrorEntryRequired(TypedDict):
+    loc: Loc
+    msg: str
+    type: str
+
+
+class ErrorEntry(_ErrorEntryRequired, total=False):
+    """One failed check, in pydantic's shape: ``loc`` (a request path without the ``"body"``
+    prefix the server adds), ``msg`` (for a person), ``type`` (pydantic's error type, e.g.
+    ``"missing"``, ``"too_long"``) and, when the check has parameters, ``ctx``."""
+
+    ctx: dict[str, Any]
+
+
+def error_entry(raw: Mapping[str, Any], *, prefix: Sequence[str | int] = ()) -> ErrorEntry:
+    """An :class:`ErrorEntry` from a pydantic-style mapping (``ValidationError.errors()`` items).
+
+    ``loc`` is put under ``prefix``; ``msg`` and ``type`` default to ``"invalid"`` and
+    ``"value_error"``; ``input``, ``url`` and other keys are dropped (an input may be huge).
+    """
+    entry = ErrorEntry(
+        loc=(*prefix, *raw.get("loc", ())),
+        msg=str(raw.get("msg", "invalid")),
+        type=str(raw.get("type", "value_error")),
+    )
+    if raw.get("ctx"):
+        entry["ctx"] = dict(raw["ctx"])
+    return entry
+
+
 class LogitJudgeError(Exception):
     """Base of every logitjudge error.
 
     Args:
         message: a sentence for a person, naming the field and the limit where there is one.
         field: path of the request field to blame, outermost first; empty when none is.
+        details: pydantic-style entries of the failed checks (see :func:`error_entry`), for
+            errors answered with the validation shape; empty when ``field`` and ``message`` say it.
     """
 
     error_type: str = "internal_error"
+    """What the error body's ``error_type`` says (the non-validation shape)."""
+    detail_type: str = "value_error"
+    """The ``type`` of the entry :meth:`entries` makes from ``field`` when ``details`` is empty."""
 
-    def __init__(self, message: str, *, field: Sequence[str | int] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: Sequence[str | int] = (),
+        details: Iterable[Mapping[str, Any]] = (),
+    ) -> None:
         super().__init__(message)
         self.message = message
-        self.field: tuple[str | int, ...] = tuple(field)
+        self.field: Loc = tuple(field)
+        self.details: tuple[ErrorEntry, ...] = tuple(error_entry(d) for d in details)
+
+    def entries(self) -> tuple[ErrorEntry, ...]:
+        """``details``, or when there are none one entry at ``field`` saying ``message``
+        (of type :attr:`detail_type`)."""
+        if self.details:
+            return self.details
+        return (ErrorEntry(loc=self.field, msg=self.message, type=self.detail_type),)
 
 
 class RequestError(LogitJudgeError):
@@ -65,6 +133,20 @@ class InvalidRequestError(RequestError):
     """A field is malformed or outside its documented range (e.g. 256 options, 11 levels)."""
 
     error_type = "invalid_request_error"
+
+    @classmethod
+    def from_validation(
+        cls, errors: Sequence[Mapping[str, Any]], *, prefix: Sequence[str | int] = ()
+    ) -> InvalidRequestError:
+        """One error for pydantic's ``errors`` (``ValidationError.errors()``, at least one).
+
+        ``message`` and ``field`` are the first error's (``"<loc joined by dots>: <msg>"``);
+        ``details`` holds every error; each ``loc`` is put under ``prefix``.
+        """
+        entries = tuple(error_entry(e, prefix=prefix) for e in errors)
+        first = entries[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        return cls(f"{where}: {first['msg']}", field=first["loc"], details=entries)
 
 
 class ContextOverflowError(RequestError):
@@ -88,9 +170,34 @@ class ContextOverflowError(RequestError):
 
 
 class UnknownModelError(RequestError):
-    """The request's ``model`` is neither the served model nor one of its aliases."""
+    """The request's ``model`` is neither the served model nor one of its aliases.
+
+    Raised only by :func:`logitjudge.judge.check_model`, so every API says it the same way.
+
+    Attributes:
+        requested: the ``model`` the request named.
+        served: the served model's name.
+        aliases: the other names it answers to.
+    """
 
     error_type = "api_usage_error"
+
+    def __init__(self, requested: str, *, served: str, aliases: Sequence[str] = ()) -> None:
+        also = f" (also as {', '.join(aliases)})" if aliases else ""
+        super().__init__(f"Unknown model: {requested!r}; this server serves {served!r}{also}", field=("model",))
+        self.requested = requested
+        self.served = served
+        self.aliases = tuple(aliases)
+
+
+class UnsupportedInputError(RequestError):
+    """The request uses an input this engine cannot take: ``what`` (image assets: it is text-only)."""
+
+    error_type = "api_usage_error"
+
+    def __init__(self, what: str = "image assets", *, field: Sequence[str | int] = ()) -> None:
+        super().__init__(f"{what} are not supported by this model (text-only engine)", field=field)
+        self.what = what
 
 
 class UnsupportedModelError(RequestError):

@@ -30,13 +30,23 @@ from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModel
 
 
 def validation_error_to_request_error(exc: ValidationError) -> InvalidRequestError:
-    """Turn pydantic's first error into an :class:`InvalidRequestError` naming the field."""
-    first = exc.errors()[0]
-    loc = tuple(first.get("loc", ()))
-    where = ".".join(str(p) for p in loc) or "body"
-    err = InvalidRequestError(f"{where}: {first.get('msg', 'invalid')}", field=loc)
-    err.errors = exc.errors(include_url=False)  # type: ignore[attr-defined]
-    return err
+    """Turn pydantic's errors into an :class:`InvalidRequestError` naming the first one's field
+    (every error in its ``details``)."""
+    return InvalidRequestError.from_validation(exc.errors(include_url=False))
+
+
+def check_model(judge: Any, requested: str) -> None:
+    """The one check of a request's ``model``, for every API (System One, evaluate, evaluator runs).
+
+    A judge answers to its own name and to :data:`MODEL_ALIASES` (``judge.accepts_model``); a
+    stand-in without ``accepts_model`` (anything with ``ask``) answers to every name.
+
+    Raises:
+        UnknownModelError: ``requested`` is not served by ``judge`` (``field`` = ``("model",)``).
+    """
+    accepts = getattr(judge, "accepts_model", None)
+    if accepts is not None and not accepts(requested):
+        raise UnknownModelError(requested, served=judge.model_name, aliases=MODEL_ALIASES)
 
 
 def wire_to_engine(req: schemas.SystemOneRequest, *, default_rotations: int = 1) -> EngineRequest:
@@ -169,6 +179,14 @@ class Judge:
         """The served model's name (what responses report in ``model``)."""
         return str(self.engine.name)
 
+    def check_model(self, requested: str) -> None:
+        """:func:`check_model` for this judge.
+
+        Raises:
+            UnknownModelError: ``requested`` is neither this judge's name nor an alias.
+        """
+        check_model(self, requested)
+
     def accepts_model(self, name: str) -> bool:
         """True when a request's ``model`` names this judge (its name or an alias)."""
         return name == self.model_name or name in MODEL_ALIASES
@@ -189,12 +207,7 @@ class Judge:
                 req = schemas.SystemOneRequest.model_validate(request)
             except ValidationError as exc:
                 raise validation_error_to_request_error(exc) from None
-        if not self.accepts_model(req.model):
-            raise UnknownModelError(
-                f"Unknown model: {req.model!r}; this server serves {self.model_name!r} "
-                f"(also as {', '.join(MODEL_ALIASES)})",
-                field=("model",),
-            )
+        check_model(self, req.model)
         return req
 
     def to_engine(self, req: schemas.SystemOneRequest) -> EngineRequest:

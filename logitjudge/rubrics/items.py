@@ -48,13 +48,7 @@ def parse_typed_question(raw: dict[str, Any], *, field: tuple[str | int, ...] = 
     try:
         return TypeAdapter(schemas.Question).validate_python(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = (*field, *first.get("loc", ()))
-        err = InvalidRequestError(f"{'.'.join(map(str, loc))}: {first.get('msg', 'invalid')}", field=loc)
-        err.errors = [  # type: ignore[attr-defined]
-            {**e, "loc": (*field, *e.get("loc", ()))} for e in exc.errors(include_url=False)
-        ]
-        raise err from None
+        raise InvalidRequestError.from_validation(exc.errors(include_url=False), prefix=field) from None
 
 
 def _maybe_json_list(value: Any) -> Any:

@@ -29,7 +29,8 @@ __all__ = ["Registry", "Selected", "UnknownEvaluatorError", "default_registry"]
 
 
 class UnknownEvaluatorError(InvalidRequestError):
-    """A name is neither an evaluator nor a suite; ``suggestions`` holds the close matches.
+    """A name is neither an evaluator nor a suite; ``suggestions`` holds the close matches
+    (also in its one ``details`` entry's ``ctx``, which the HTTP 422 shows).
 
     ``field`` is ``("evaluators", i)`` when the name came from position i of a request's list.
     """
@@ -37,7 +38,8 @@ class UnknownEvaluatorError(InvalidRequestError):
     def __init__(
         self, message: str, *, name: str, suggestions: Sequence[str], field: Sequence[str | int] = ()
     ):
-        super().__init__(message, field=field)
+        entry = {"loc": field, "msg": message, "type": "value_error", "ctx": {"suggestions": list(suggestions)}}
+        super().__init__(message, field=field, details=[entry])
         self.name = name
         self.suggestions = tuple(suggestions)
 

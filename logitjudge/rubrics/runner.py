@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
-from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.scoring import errored, score_answers, skipped
@@ -39,9 +39,11 @@ DEFAULT_MODEL = "jev-latest"
 
 
 class MissingFieldError(InvalidRequestError):
-    """An explicitly named evaluator needs a field the item lacks (-> 422 at ``loc`` of the field)."""
+    """An explicitly named evaluator needs a field the item lacks (-> 422 at ``loc`` of the field,
+    ``type: "missing"`` as pydantic says of a missing field)."""
 
     error_type = "missing"
+    detail_type = "missing"
 
 
 @dataclass
@@ -203,11 +205,9 @@ def run_plans(
     """
     registry = registry or default_registry()
     checked = check_thresholds(registry, thresholds)
-    accepts = getattr(judge, "accepts_model", None)
-    if accepts is not None and not accepts(model):
-        raise UnknownModelError(
-            f"Unknown model: {model!r}; this server serves {judge.model_name!r}", field=("model",)
-        )
+    check = getattr(judge, "check_model", None)  # a stand-in judge without it serves every name
+    if check is not None:
+        check(model)
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[ItemResult]:

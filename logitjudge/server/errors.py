@@ -17,28 +17,40 @@ body that is not zstd), is one case with one shape, on every route::
 non-syntax cases with a bare 400 "There was an error parsing the body"; :func:`_on_http_error`
 turns that into the 422 above (see :func:`body_parse_error`).
 
-=============================  ======  ===========================  ==================================
-error                          status  error_type                   when
-=============================  ======  ===========================  ==================================
-RequestValidationError         422     (detail[])                   the body does not match the wire
-(body not readable as JSON)    422     (detail[]) json_invalid      not JSON / UTF-8, too deep, bad zstd
-InvalidRequestError            422     (detail[])                   the engine refuses a field
-ContextOverflowError           413     request_too_large            over the token budget (A.10)
-UnknownModelError              400     api_usage_error              ``model`` is not served here
-UnsupportedModelError          400     unsupported_model            the model cannot serve this request
-RequestError (other)           400     invalid_request_error
-OverloadedError                529     overloaded_error             queue full / OOM / draining (A.9 E6)
-EngineDeadError, EngineError   500     internal_error               the engine failed a valid request
-HTTP 401                       401     authentication_error         missing or wrong API key
-HTTP 404 / 405                 404/405 not_found / method_not_allowed
-HTTP 413                       413     request_too_large            body over the byte limit
-any other exception            500     internal_error               a bug; details only in the log
-=============================  ======  ===========================  ==================================
+==============================  ======  ======================  ==========================================
+error                           status  error_type              when
+==============================  ======  ======================  ==========================================
+AuthenticationError             401     authentication_error    missing or wrong API key (middleware)
+BodyTooLargeError               413     request_too_large       body over the byte limit (middleware)
+UnsupportedMediaTypeError       415     unsupported_media_type  a Content-Encoding other than zstd
+UnreadableBodyError             422     (detail[]) json_invalid not JSON / UTF-8, too deep, bad zstd
+ContextOverflowError            413     request_too_large       over the token budget (A.10)
+UnknownModelError               400     api_usage_error         ``model`` is not served here
+UnsupportedInputError           400     api_usage_error         image assets (text-only engine, A.2 T11)
+UnsupportedModelError           400     unsupported_model       the model cannot serve this request
+UnknownEvaluatorError           422     (detail[]) value_error  an unknown evaluator or suite (B.9)
+MissingFieldError               422     (detail[]) missing      an evaluator named explicitly lacks a field
+InvalidRequestError             422     (detail[])              the engine or a limit refuses a field
+RequestError (other)            400     invalid_request_error
+OverloadedError                 529     overloaded_error        queue full / OOM / draining (A.9 E6)
+EngineDeadError, EngineError    500     internal_error          the engine failed a valid request
+LogitJudgeError (other)         500     internal_error
+RequestValidationError          422     (detail[])              the body does not match the wire
+ClientDisconnected              499     (no body)               the client left before its answer
+HTTP 404 / 405 (Starlette)      404/405 not_found / ...         no such route / method
+any other exception             500     internal_error          a bug; details only in the log
+==============================  ======  ======================  ==========================================
+
+:data:`STATUS_TABLE` is that table (most specific first) and :func:`status_for` reads it; every
+response of the server that is not a plain 200 gets its status here, the middlewares' refusals
+too (they build an error of the tree and render it with :func:`logitjudge_error_response`).
+:data:`LOAD_TIME_ONLY` names the errors raised only while loading a model, never on a request.
 
 A 5xx is only ever the server's own fault: bad input always maps to a 4xx. Overload is 529
 ``overloaded_error`` (spec A.9 E6; the SDKs and jevcompat retry it) with ``Retry-After`` (whole
 seconds) and ``retry-after-ms``; there is no per-client rate limit, so never a 429. ``GET
-/healthz`` alone answers 503 while draining: it is a probe for load balancers, not the API.
+/healthz`` alone answers :data:`DRAINING_STATUS` (503) while draining: it is a probe for load
+balancers, not the API.
 """
 
 from __future__ import annotations
@@ -51,11 +63,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from logitjudge.contract.systemone import ErrorBody, ErrorDetail
 from logitjudge.errors import (
+    CalibrationMismatchError,
     ContextOverflowError,
     EngineDeadError,
     EngineError,
@@ -64,14 +77,25 @@ from logitjudge.errors import (
     OverloadedError,
     RequestError,
     UnknownModelError,
+    UnsupportedInputError,
     UnsupportedModelError,
 )
+from logitjudge.rubrics.registry import UnknownEvaluatorError
+from logitjudge.rubrics.runner import MissingFieldError
 
 __all__ = [
+    "AuthenticationError",
+    "BodyTooLargeError",
+    "UnsupportedMediaTypeError",
+    "UnreadableBodyError",
+    "ClientDisconnected",
     "STATUS_TABLE",
+    "LOAD_TIME_ONLY",
+    "DRAINING_STATUS",
     "ERROR_RESPONSES",
     "status_for",
     "error_response",
+    "logitjudge_error_response",
     "validation_response",
     "body_parse_error",
     "unreadable_body_response",
@@ -80,18 +104,78 @@ __all__ = [
 
 logger = logging.getLogger("logitjudge.server")
 
-STATUS_TABLE: tuple[tuple[type[LogitJudgeError], int], ...] = (
+
+# -- the refusals of the HTTP edge (middlewares), as errors of the tree ------------------------
+
+
+class AuthenticationError(RequestError):
+    """No ``Authorization: Bearer <key>``, or a key that is not configured (-> 401)."""
+
+    error_type = "authentication_error"
+
+
+class BodyTooLargeError(RequestError):
+    """The body (or a declared ``Content-Length``, or a zstd body decoded) is over ``limit`` bytes."""
+
+    error_type = "request_too_large"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"request body is over the limit of {limit} bytes")
+        self.limit = limit
+
+
+class UnsupportedMediaTypeError(RequestError):
+    """A ``Content-Encoding`` other than ``identity`` and ``zstd``."""
+
+    error_type = "unsupported_media_type"
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(f"Content-Encoding {encoding!r} is not supported (use zstd)")
+        self.encoding = encoding
+
+
+class UnreadableBodyError(InvalidRequestError):
+    """The body cannot be read as JSON at all; ``why`` says why (see the module doc)."""
+
+    def __init__(self, why: str) -> None:
+        message = f"JSON decode error: {why}"
+        super().__init__(message, details=[{"loc": (), "msg": message, "type": "json_invalid", "ctx": {"error": why}}])
+        self.why = why
+
+
+class ClientDisconnected(Exception):
+    """The HTTP client closed the connection before its answer was ready (-> 499, no body)."""
+
+
+STATUS_TABLE: tuple[tuple[type[BaseException], int], ...] = (
+    (AuthenticationError, 401),
+    (BodyTooLargeError, 413),
+    (UnsupportedMediaTypeError, 415),
+    (UnreadableBodyError, 422),
     (ContextOverflowError, 413),
     (UnknownModelError, 400),
+    (UnsupportedInputError, 400),
     (UnsupportedModelError, 400),
+    (UnknownEvaluatorError, 422),
+    (MissingFieldError, 422),
     (InvalidRequestError, 422),
     (RequestError, 400),
     (OverloadedError, 529),
     (EngineDeadError, 500),
     (EngineError, 500),
     (LogitJudgeError, 500),
+    (RequestValidationError, 422),
+    (ClientDisconnected, 499),
+    (Exception, 500),
 )
 """Most specific first: the first class an error is an instance of gives its status."""
+
+LOAD_TIME_ONLY: tuple[type[LogitJudgeError], ...] = (CalibrationMismatchError,)
+"""Errors raised only while loading a model (``Judge.load``), never on a request; the table
+gives them their base's status only for completeness."""
+
+DRAINING_STATUS = 503
+"""``GET /healthz`` while the server drains (shutdown has begun); 200 otherwise."""
 
 HTTP_ERROR_TYPES: Mapping[int, str] = {
     400: "invalid_request_error",
@@ -105,6 +189,7 @@ HTTP_ERROR_TYPES: Mapping[int, str] = {
     503: "overloaded_error",
     529: "overloaded_error",
 }
+"""``error_type`` of the ``HTTPException`` s Starlette raises itself (404, 405, ...), by status."""
 
 
 _RETRY_HEADERS = {
@@ -127,12 +212,29 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 """The OpenAPI ``responses`` of the API routes (422 is FastAPI's own ``HTTPValidationError``)."""
 
 
-def status_for(exc: LogitJudgeError) -> int:
-    """The HTTP status of an error of our tree (500 for anything unlisted)."""
+def status_for(exc: BaseException) -> int:
+    """The HTTP status of ``exc``: the first row of :data:`STATUS_TABLE` it is an instance of."""
     for cls, status in STATUS_TABLE:
         if isinstance(exc, cls):
             return status
-    return 500
+    return 500  # a BaseException that is not an Exception (never reaches a handler)
+
+
+def _status_of(cls: type[BaseException]) -> int:
+    """The status :data:`STATUS_TABLE` gives instances of ``cls``."""
+    return next(status for row, status in STATUS_TABLE if issubclass(cls, row))
+
+
+def _headers_for(exc: LogitJudgeError) -> dict[str, str]:
+    """The headers an error's response carries besides the content headers."""
+    if isinstance(exc, OverloadedError):
+        seconds = max(1, math.ceil(exc.retry_after))
+        return {"Retry-After": str(seconds), "retry-after-ms": str(int(exc.retry_after * 1000))}
+    if isinstance(exc, AuthenticationError):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(exc, BodyTooLargeError):
+        return {"Connection": "close"}  # the rest of the body is not read
+    return {}
 
 
 def _safe_str(value: Any) -> str:
@@ -163,9 +265,11 @@ def error_response(
     return JSONResponse(body.model_dump(), status_code=status, headers=dict(headers or {}))
 
 
-def validation_response(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
-    """422 with FastAPI's ``detail[]``: ``loc`` (starting with ``"body"``), ``msg``, ``type`` and
-    ``ctx`` when present. ``input`` is dropped: it may be huge, or hold NaN or lone surrogates."""
+def validation_response(
+    errors: Sequence[Mapping[str, Any]], status: int = _status_of(RequestValidationError)
+) -> JSONResponse:
+    """FastAPI's ``detail[]`` shape (422): ``loc`` (starting with ``"body"``), ``msg``, ``type``
+    and ``ctx`` when present. ``input`` is dropped: it may be huge, or hold NaN or lone surrogates."""
     detail = []
     for err in errors:
         loc = [p if isinstance(p, int) else _safe_str(p) for p in err.get("loc", ())]
@@ -179,15 +283,12 @@ def validation_response(errors: Sequence[Mapping[str, Any]]) -> JSONResponse:
         if err.get("ctx"):
             item["ctx"] = _safe_json(err["ctx"])
         detail.append(item)
-    return JSONResponse({"detail": detail}, status_code=422)
+    return JSONResponse({"detail": detail}, status_code=status)
 
 
 def unreadable_body_response(why: str) -> JSONResponse:
     """422 ``json_invalid`` at ``loc ["body"]``: the body cannot be read as JSON (see the module doc)."""
-    why = _safe_str(why)
-    return validation_response(
-        [{"loc": ["body"], "msg": f"JSON decode error: {why}", "type": "json_invalid", "ctx": {"error": why}}]
-    )
+    return logitjudge_error_response(UnreadableBodyError(why))
 
 
 def body_parse_error(exc: StarletteHTTPException) -> str | None:
@@ -210,31 +311,21 @@ def body_parse_error(exc: StarletteHTTPException) -> str | None:
     return f"the body could not be parsed ({type(cause).__name__})"
 
 
-def _invalid_request_errors(exc: InvalidRequestError) -> list[dict[str, Any]]:
-    """The ``detail[]`` items of an :class:`InvalidRequestError` (pydantic's, or one from ``field``)."""
-    pydantic_errors = getattr(exc, "errors", None)
-    if isinstance(pydantic_errors, list) and pydantic_errors:
-        return pydantic_errors
-    return [{"loc": list(exc.field), "msg": exc.message, "type": "value_error"}]
-
-
 def logitjudge_error_response(exc: LogitJudgeError) -> JSONResponse:
-    """The response for any error of our tree (see the module's table)."""
+    """The response for any error of our tree: its status from :data:`STATUS_TABLE`; the
+    ``detail[]`` shape for an :class:`InvalidRequestError` (its :meth:`~LogitJudgeError.entries`),
+    else ``{"detail": {"error_type", "message"}}`` with the headers the error calls for."""
     status = status_for(exc)
-    if status == 422 and isinstance(exc, InvalidRequestError):
-        return validation_response(_invalid_request_errors(exc))
-    headers: dict[str, str] = {}
-    if isinstance(exc, OverloadedError):
-        seconds = max(1, math.ceil(exc.retry_after))
-        headers = {"Retry-After": str(seconds), "retry-after-ms": str(int(exc.retry_after * 1000))}
+    if isinstance(exc, InvalidRequestError):
+        return validation_response(exc.entries(), status)
     if status >= 500 and not isinstance(exc, OverloadedError):
         logger.error("engine error: %s", exc.message, exc_info=exc)
-    return error_response(status, exc.error_type, exc.message, headers)
+    return error_response(status, exc.error_type, exc.message, _headers_for(exc))
 
 
 async def _on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return validation_response(exc.errors())
+    return validation_response(exc.errors())  # loc already starts with "body"
 
 
 async def _on_logitjudge_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -260,9 +351,14 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, error_type, message, exc.headers)
 
 
+async def _on_client_disconnected(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ClientDisconnected)
+    return Response(status_code=status_for(exc))  # nobody reads it; the metrics count it
+
+
 async def _on_unhandled(_request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unhandled error", exc_info=exc)
-    return error_response(500, "internal_error", "internal server error")
+    return error_response(status_for(exc), "internal_error", "internal server error")
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -270,4 +366,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(LogitJudgeError, _on_logitjudge_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)
+    app.add_exception_handler(ClientDisconnected, _on_client_disconnected)
     app.add_exception_handler(Exception, _on_unhandled)

@@ -8,8 +8,13 @@ Two forms on one route (spec B.1, B.8):
   -> ``{"model", "results": [{"id", "results", "passed", "usage"}, ...], "summary", "usage"}``.
 
 Each item is **one** engine request: one state, every selected evaluator's questions (ids
-namespaced like ``chunk_relevance.3``), submitted through the app's batching scheduler when it
-has one (``app.state.scheduler``), else through ``judge.ask`` in a worker thread.
+namespaced like ``chunk_relevance.3``), answered by the same
+:meth:`~logitjudge.server.systemone_routes.ServerState.answer` as ``POST /v1/systemone`` (the
+app's batching scheduler; on an app without one, the judge in a worker thread).
+
+The route reads like the request's path: parse (FastAPI, into :class:`EvaluateRequest`) ->
+validate (:func:`_plan`: the model, the limits, the evaluators and their fields) -> one call per
+item into the state -> the response.
 
 Errors (spec B.9), as 422 ``detail[]`` through the app's handler table
 (``logitjudge.server.errors``): an unknown evaluator or suite -> ``loc ["body","evaluators",i]``
@@ -26,26 +31,20 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import Field
-from starlette.concurrency import run_in_threadpool
 
 from logitjudge.contract.evaluate import EvaluateUsage, Item, ItemResult
-from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
+from logitjudge.errors import InvalidRequestError, LogitJudgeError
+from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
 from logitjudge.rubrics.definitions import ITEM_FIELDS
-from logitjudge.rubrics.registry import UnknownEvaluatorError, default_registry
-from logitjudge.rubrics.runner import (
-    DEFAULT_MODEL,
-    ItemPlan,
-    MissingFieldError,
-    check_thresholds,
-    finish_plan,
-    plan_item,
-)
+from logitjudge.rubrics.registry import default_registry
+from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, finish_plan, plan_item
 from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
+from logitjudge.server.systemone_routes import ServerState, State
 
 __all__ = ["router", "include_evaluate_routes", "EvaluateRequest", "MAX_ITEMS"]
 
@@ -75,56 +74,45 @@ class EvaluateRequest(Item):
 router = APIRouter(tags=["Evaluators"])
 
 
-def _with_detail(
-    exc: InvalidRequestError, type_: str, ctx: dict[str, Any] | None = None
-) -> InvalidRequestError:
-    """Attach a ``detail[]`` entry of the given pydantic-style ``type`` to a request error."""
-    entry: dict[str, Any] = {"loc": list(exc.field), "msg": exc.message, "type": type_}
-    if ctx:
-        entry["ctx"] = ctx
-    exc.errors = [entry]  # type: ignore[attr-defined]
-    return exc
+def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bool]:
+    """Validate ``body`` and plan its items; True when it is the batch form.
 
-
-def _plan(body: EvaluateRequest) -> tuple[list[ItemPlan], bool]:
+    Raises:
+        UnknownModelError: ``model`` is not served here (400).
+        InvalidRequestError: over a limit, flat fields beside ``items``, a blank context chunk, an
+            invalid typed question (422); its subclasses ``UnknownEvaluatorError`` (an unknown
+            evaluator, suite or threshold key, with a did-you-mean) and ``MissingFieldError`` (an
+            evaluator named explicitly lacks a field).
+    """
+    check_model(state.judge, body.model)
+    check_evaluate(body, ITEM_FIELDS, state.limits)  # items per batch, string lengths: 422 naming the limit
     registry = default_registry()
-    try:
-        selection = registry.select(body.evaluators)
-        check_thresholds(registry, body.thresholds)
-    except UnknownEvaluatorError as exc:
-        raise _with_detail(exc, "value_error", {"suggestions": list(exc.suggestions)}) from None
+    selection = registry.select(body.evaluators)
+    check_thresholds(registry, body.thresholds)
     if body.items is None:
-        try:
-            return [plan_item(body, selection, strict=True)], False
-        except MissingFieldError as exc:
-            raise _with_detail(exc, "missing") from None
-    flat = [f for f in ITEM_FIELDS if getattr(body, f) is not None]
-    if flat:
-        raise InvalidRequestError(
-            f"send either `items` or the flat fields, not both (got {', '.join(flat)} beside items)",
-            field=("items",),
-        )
-    plans = []
-    for j, item in enumerate(body.items):
-        try:
-            plans.append(plan_item(item, selection, strict=True, field_prefix=("items", j)))
-        except MissingFieldError as exc:
-            raise _with_detail(exc, "missing") from None
-    return plans, True
+        plans, batch = [plan_item(body, selection, strict=True)], False
+    else:
+        flat = [f for f in ITEM_FIELDS if getattr(body, f) is not None]
+        if flat:
+            raise InvalidRequestError(
+                f"send either `items` or the flat fields, not both (got {', '.join(flat)} beside items)",
+                field=("items",),
+            )
+        plans = [
+            plan_item(item, selection, strict=True, field_prefix=("items", j)) for j, item in enumerate(body.items)
+        ]
+        batch = True
+    check_questions_per_item([len(p.questions) for p in plans], batch, state.limits)
+    return plans, batch
 
 
-async def _answer(request: Request, plan: ItemPlan, model: str) -> dict[str, Any] | None:
+async def _answer(state: ServerState, plan: ItemPlan, model: str) -> dict[str, Any] | None:
     """One engine request for one item (None when no evaluator of the item runs)."""
     if not plan.questions:
         return None
-    judge = request.app.state.judge
-    body = plan.body(model)
-    scheduler = getattr(request.app.state, "scheduler", None)
-    if scheduler is None:
-        return await run_in_threadpool(judge.ask, body)
-    req = judge.validate(body)
-    result = await scheduler.submit(judge.to_engine(req))
-    return judge.to_response(req, result).model_dump(mode="json", exclude_none=True)
+    req = state.judge.validate(plan.body(model))
+    response = await state.answer(req)
+    return response.model_dump(mode="json", exclude_none=True)
 
 
 def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
@@ -140,39 +128,30 @@ def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
     summary="Run evaluators (or suites) on one item or a batch",
     responses=ERROR_RESPONSES,
 )
-async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONResponse:
+async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     """Score ``input``/``output``/``expected``/``context`` with the named evaluators and suites.
 
     All questions of all selected evaluators for one item are answered in one engine request
     over one state. Numbers are finite; an undetermined value is null with a ``reason``.
     """
-    judge = request.app.state.judge
-    if not judge.accepts_model(body.model):
-        raise UnknownModelError(
-            f"Unknown model: {body.model!r}; this server serves {judge.model_name!r}", field=("model",)
-        )
-    config = getattr(request.app.state, "config", None)
-    limits = config.limits if config is not None else RequestLimits()
-    check_evaluate(body, ITEM_FIELDS, limits)  # items per batch, string lengths: 422 naming the limit
-    plans, batch = _plan(body)
-    check_questions_per_item([len(p.questions) for p in plans], batch, limits)
+    plans, batch = _plan(body, state)
     thresholds = dict(body.thresholds or {})
     if not batch:
         (plan,) = plans
         try:
-            response = await _answer(request, plan, body.model)
+            response = await _answer(state, plan, body.model)
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
         result = finish_plan(plan, response, thresholds)
         out = result.model_dump(mode="json", exclude_none=True)
-        return JSONResponse({"model": judge.model_name, **out}, headers={"cache-control": "no-store"})
+        return JSONResponse({"model": state.judge.model_name, **out}, headers={"cache-control": "no-store"})
 
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
 
     async def one(plan: ItemPlan) -> ItemResult:
         async with gate:
             try:
-                response: dict[str, Any] | LogitJudgeError | None = await _answer(request, plan, body.model)
+                response: dict[str, Any] | LogitJudgeError | None = await _answer(state, plan, body.model)
             except LogitJudgeError as exc:
                 response = exc
         return finish_plan(plan, response, thresholds)
@@ -188,7 +167,7 @@ async def evaluate_route(body: EvaluateRequest, request: Request) -> JSONRespons
     summary = summarize(rows, positive=body.positive)
     return JSONResponse(
         {
-            "model": judge.model_name,
+            "model": state.judge.model_name,
             "results": [r.model_dump(mode="json", exclude_none=True) for r in results],
             "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
             "usage": _sum_usage(results).model_dump(),
@@ -200,8 +179,9 @@ def include_evaluate_routes(app: FastAPI, judge: Any) -> None:
     """Mount ``POST /api/v1/evaluate`` on ``app`` serving ``judge``.
 
     The app must carry the error handler table (``logitjudge.server.errors.install_error_handlers``),
-    as ``create_app`` does; ``app.state.judge`` is set here if the app has none.
+    as ``create_app`` does; an app without a :class:`ServerState` (``app.state.server``) gets one
+    for ``judge`` here, without a scheduler (items then run on the judge in a worker thread).
     """
-    if getattr(app.state, "judge", None) is None:
-        app.state.judge = judge
+    if getattr(app.state, "server", None) is None:
+        app.state.server = ServerState(judge)
     app.include_router(router)

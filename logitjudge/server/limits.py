@@ -64,16 +64,8 @@ FLAGS = {
 
 def _refuse(loc: Loc, type_: str, what: str, limit_name: str, limit: int, actual: int) -> InvalidRequestError:
     msg = f"{what} ({limit_name}; logitjudge serve {FLAGS[limit_name]}), got {actual}"
-    exc = InvalidRequestError(msg, field=loc)
-    exc.errors = [  # type: ignore[attr-defined]
-        {
-            "loc": ["body", *loc],
-            "msg": msg,
-            "type": type_,
-            "ctx": {"limit": limit_name, "max_length": limit, "actual_length": actual},
-        }
-    ]
-    return exc
+    ctx = {"limit": limit_name, "max_length": limit, "actual_length": actual}
+    return InvalidRequestError(msg, field=loc, details=[{"loc": loc, "msg": msg, "type": type_, "ctx": ctx}])
 
 
 def _strings(value: Any, loc: Loc) -> Iterator[tuple[Loc, str]]:

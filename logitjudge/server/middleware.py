@@ -6,6 +6,10 @@ Pure ASGI (no ``BaseHTTPMiddleware``), so the endpoint still sees the client's d
 Order, outermost first: :class:`MetricsMiddleware` (counts every response, 401s included), then
 :class:`BearerAuthMiddleware` (before any body is read, so an unauthenticated client cannot make
 the server buffer a large body), then :class:`BodyMiddleware`.
+
+A middleware refuses a request by building an error of the tree (``AuthenticationError``,
+``BodyTooLargeError``, ...) and sending :func:`~logitjudge.server.errors.logitjudge_error_response`
+of it (:func:`_refuse`), so its status and body come from the one table in ``errors.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,14 @@ import zstandard
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from logitjudge.server.errors import error_response, unreadable_body_response
+from logitjudge.errors import LogitJudgeError, UnsupportedInputError
+from logitjudge.server.errors import (
+    AuthenticationError,
+    BodyTooLargeError,
+    UnreadableBodyError,
+    UnsupportedMediaTypeError,
+    logitjudge_error_response,
+)
 from logitjudge.server.metrics import ServerMetrics
 
 __all__ = [
@@ -44,6 +55,11 @@ def is_open_path(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(DOCS_ASSETS + "/")
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+async def _refuse(exc: LogitJudgeError, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer the request with the response of ``exc`` (status, body and headers from the table)."""
+    await logitjudge_error_response(exc)(scope, receive, send)
 
 
 class MetricsMiddleware:
@@ -107,8 +123,7 @@ class BearerAuthMiddleware:
                 await self.app(scope, receive, send)
                 return
             message = "Cannot authenticate with the server: the API key is not valid"
-        response = error_response(401, "authentication_error", message, {"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
+        await _refuse(AuthenticationError(message), scope, receive, send)
 
     def _matches(self, token: bytes) -> bool:
         ok = False
@@ -143,18 +158,12 @@ class BodyMiddleware:
         headers = Headers(scope=scope)
         encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("identity", "zstd", ""):
-            response = error_response(
-                415, "unsupported_media_type", f"Content-Encoding {encoding!r} is not supported (use zstd)"
-            )
-            await response(scope, receive, send)
+            await _refuse(UnsupportedMediaTypeError(encoding), scope, receive, send)
             return
         if scope["path"] == "/v1/systemone" and headers.get("content-type", "").lower().startswith(
             "multipart/"
         ):
-            response = error_response(
-                400, "api_usage_error", "image assets are not supported by this model (text-only engine)"
-            )
-            await response(scope, receive, send)
+            await _refuse(UnsupportedInputError(), scope, receive, send)
             return
         declared = headers.get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > self.max_body_bytes:
@@ -179,7 +188,7 @@ class BodyMiddleware:
                 await self._too_large(scope, receive, send)
                 return
             if isinstance(decoded, str):  # one shape for every unreadable body (errors.py)
-                await unreadable_body_response(decoded)(scope, receive, send)
+                await _refuse(UnreadableBodyError(decoded), scope, receive, send)
                 return
             body = bytearray(decoded)
             raw = [
@@ -214,5 +223,4 @@ class BodyMiddleware:
         return bytes(out)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = f"request body is over the limit of {self.max_body_bytes} bytes"
-        await error_response(413, "request_too_large", message, {"Connection": "close"})(scope, receive, send)
+        await _refuse(BodyTooLargeError(self.max_body_bytes), scope, receive, send)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pytest
-
 from support.scripted import ScriptedEngine
+
 from logitjudge.engine.types import Question
 from logitjudge.judge import Judge
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from support.scripted import ScriptedEngine
+
 from logitjudge.judge import Judge
 
 

@@ -347,8 +347,9 @@ def test_pandas_style_list_cells_of_a_ragas_csv_are_chunks(tmp_path, capsys):
 def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, monkeypatch):
     """Regression: evaluate's own copy of the loader dropped --attn and --max-batch-tokens.
     evaluate, calibrate, ask and serve all load through logitjudge.cli.load_judge."""
-    from logitjudge.cli import main
     from support.scripted import ScriptedEngine
+
+    from logitjudge.cli import main
     from logitjudge.judge import Judge
 
     calls = []

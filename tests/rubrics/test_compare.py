@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from support.scripted import ScriptedEngine
 
 from logitjudge.cli import main
-from support.scripted import ScriptedEngine
 from logitjudge.judge import Judge
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.compare import compare_runs, read_results

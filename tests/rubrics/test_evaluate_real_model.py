@@ -24,8 +24,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from logitjudge.judge import Judge
 from logitjudge.cli.evaluate import main
+from logitjudge.judge import Judge
 
 LOW_OPTION_MASS = 0.05  # logitjudge.settings.LOW_OPTION_MASS (checked in test_evaluate_option_mass.py)
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-
 from support.scripted import ScriptedEngine
+
 from logitjudge.judge import Judge
 from logitjudge.server.app import create_app
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from server_helpers import BODY, rising
+from support.scripted import ScriptedEngine
 
 from logitjudge import Judge
-from support.scripted import ScriptedEngine
 from logitjudge.server.app import create_app
 
 

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 from server_helpers import BODY
 
 from logitjudge import Judge
-from logitjudge.server.app import create_app
 from logitjudge.cli.serve import add_serve_parser
+from logitjudge.server.app import create_app
 
 KEYS = ("k-one", "k-two")
 

@@ -12,9 +12,9 @@ import pytest
 import zstandard
 from fastapi.testclient import TestClient
 from server_helpers import BODY, GatedEngine
+from support.scripted import ScriptedEngine
 
 from logitjudge import Judge
-from support.scripted import ScriptedEngine
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import ContextOverflowError, InvalidRequestError, LogitJudgeError
 from logitjudge.server.app import create_app

@@ -13,10 +13,10 @@ from urllib.parse import urlparse
 
 import httpx
 from server_helpers import BODY, GatedEngine
+from support.background import serve_in_thread
 
 from logitjudge import Judge
 from logitjudge.server.app import create_app
-from support.background import serve_in_thread
 
 
 def _raw_post(base_url: str, body: dict) -> socket.socket:

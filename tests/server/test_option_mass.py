@@ -14,9 +14,9 @@ from dataclasses import replace
 import pytest
 from fastapi.testclient import TestClient
 from server_helpers import BODY, rising
+from support.scripted import ScriptedEngine
 
 from logitjudge import Judge
-from support.scripted import ScriptedEngine
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult
 from logitjudge.errors import LogitJudgeError
 from logitjudge.server.app import create_app

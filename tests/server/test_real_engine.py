@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 from server_helpers import BODY
+from support.background import serve_in_thread
 
 from logitjudge.server.app import create_app
-from support.background import serve_in_thread
 
 KEY = "lj-test-key-3f9a"
 JEVCOMPAT = Path(sys.executable).with_name("jevcompat")

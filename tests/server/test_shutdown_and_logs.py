@@ -21,9 +21,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 from server_helpers import BODY
+from support.scripted import ScriptedEngine
 
 from logitjudge import Judge
-from support.scripted import ScriptedEngine
 from logitjudge.server.app import create_app
 
 MARKER = "state-text-7f3a9c-must-not-be-logged"
