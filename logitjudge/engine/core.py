@@ -6,7 +6,8 @@
     engine.run_batch([EngineRequest(state, questions)])  -> [EngineResult]
 
 ``plan`` validates and tokenizes (raising typed errors that name the field and the count),
-``Runner`` runs the chosen strategy, ``Readout`` turns hidden states into probabilities. Limits:
+``Runner`` runs the chosen strategy, ``Readout`` turns hidden states into the final (calibrated)
+probabilities. Limits:
 2..255 choice options, 2..10 score levels; the state plus the longest question at most
 ``max_state_tokens`` (32,768, or the model's own context if smaller); the whole request at most
 ``max_request_tokens``. Nothing is ever truncated.
@@ -26,7 +27,7 @@ from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
-from logitjudge.engine.readout import Readout, distributions
+from logitjudge.engine.readout import Readout
 from logitjudge.engine.runner import STRATEGIES, Runner
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question, Usage
 from logitjudge.errors import (
@@ -146,7 +147,6 @@ class Engine:
             dense_mask_max_tokens=dense_mask_max_tokens,
         )
         self.readout = Readout(lm.model)
-        self.calibration: Calibration | None = None
 
     @classmethod
     def load(
@@ -216,8 +216,14 @@ class Engine:
             "max_batch_tokens": self.runner.max_batch_tokens,
         }
 
+    @property
+    def calibration(self) -> Calibration | None:
+        """The calibration the readout applies (see :meth:`set_calibration`)."""
+        return self.readout.calibration
+
     def set_calibration(self, calibration: Calibration | None) -> None:
-        """Apply ``calibration`` to every answer from now on (``None`` removes it).
+        """Hand ``calibration`` to the readout, which applies it to every answer from now on
+        (``None`` removes it).
 
         Raises:
             CalibrationMismatchError: it was fitted for another fingerprint, prompt version,
@@ -225,7 +231,7 @@ class Engine:
         """
         if calibration is not None:
             calibration.check(self.describe())
-        self.calibration = calibration
+        self.readout.calibration = calibration
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -284,11 +290,8 @@ class Engine:
             return []
         reads = self.runner.run(plans, strategy or self.strategy)
         scores = self.readout.log_probs(reads.hidden, reads.labels)  # (N_labels,)
-        n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
-        dists = distributions(scores, reads.labels, n_options)
-        if self.calibration is not None:  # every answer field below derives from this one distribution
-            types = {(r, q): qp.type for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
-            dists = {key: (self.calibration.apply(types[key], probs), mass) for key, (probs, mass) in dists.items()}
+        # final = calibrated where the readout has a calibration; every answer field derives from it
+        dists = self.readout.final_distributions(scores, reads.labels, plans)
         results = []
         for r, plan in enumerate(plans):
             answers = tuple(
