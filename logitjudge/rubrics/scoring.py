@@ -83,7 +83,7 @@ def _noul_p(answer: Answer) -> float:
 
 
 def _yes_no(p_yes: float) -> dict[str, float]:
-    """``{"yes": p, "no": 1 - p}`` from :func:`~logitjudge.engine.answers.noul_distribution`."""
+    """``{"yes": ..., "no": ...}``: the pair :func:`~logitjudge.engine.answers.noul_distribution` gives."""
     yes, no = noul_distribution(p_yes)
     return {"yes": yes, "no": no}
 
