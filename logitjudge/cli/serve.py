@@ -22,13 +22,21 @@ import signal
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, load_judge
-from logitjudge.server.limits import RequestLimits
+from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 
 __all__ = ["add_serve_parser", "run_serve", "resolve_api_keys"]
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 logger = logging.getLogger("logitjudge.server")
+
+
+def _size(n: int) -> str:
+    """``16777216 -> "16 MiB"`` (whole MiB or KiB where exact, else bytes)."""
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -54,50 +62,57 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PATH",
         help="require a key listed in PATH (one per line, # comments; also LOGITJUDGE_API_KEYS_FILE)",
     )
+    # Defaults and their help come from ServerConfig (the one set of server defaults).
     p.add_argument(
-        "--max-queue", type=int, default=256, help="requests that may wait; more get 529 (default 256)"
+        "--max-queue",
+        type=int,
+        default=ServerConfig.max_queue,
+        help="requests that may wait; more get 529 (default %(default)s)",
     )
     p.add_argument(
         "--max-batch-tokens",
         type=int,
         default=None,
-        help="estimated-token budget of one engine call across requests (default: 4096 on CPU, 16384 on GPU)",
+        help="the scheduler's estimated-token budget of one engine call across requests (default: "
+        f"{CPU_BATCHING[0]} on CPU, {ACCELERATOR_BATCHING[0]} on GPU); the engine's row budget is --engine-row-tokens",
     )
     p.add_argument(
         "--max-batch-requests",
         type=int,
         default=None,
-        help="most requests per engine call; 1 = no batching (default: 16 on CPU, 64 on GPU)",
+        help="most requests per engine call; 1 = no batching "
+        f"(default: {CPU_BATCHING[1]} on CPU, {ACCELERATOR_BATCHING[1]} on GPU)",
     )
     p.add_argument(
         "--max-body-bytes",
         type=int,
-        default=16 * 1024 * 1024,
-        help="largest request body after zstd decoding; larger gets 413 (default 16 MiB)",
+        default=ServerConfig.max_body_bytes,
+        help="largest request body after zstd decoding; larger gets 413 "
+        f"(default {_size(ServerConfig.max_body_bytes)})",
     )
     p.add_argument(
         "--max-questions",
         type=int,
-        default=RequestLimits.max_questions,
+        default=ServerConfig.max_questions,
         help="questions per request (and per evaluate item); more gets 422 (default %(default)s)",
     )
     p.add_argument(
         "--max-items",
         type=int,
-        default=RequestLimits.max_items,
+        default=ServerConfig.max_items,
         help="items per POST /api/v1/evaluate batch; more gets 422 (default %(default)s)",
     )
     p.add_argument(
         "--max-text-chars",
         type=int,
-        default=RequestLimits.max_text_chars,
+        default=ServerConfig.max_text_chars,
         help="characters in any one string of a request; more gets 422 (default %(default)s)",
     )
     p.add_argument(
         "--drain-timeout",
         type=float,
-        default=60.0,
-        help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default 60)",
+        default=ServerConfig.drain_timeout,
+        help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default %(default)g)",
     )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(p)  # the one set of model flags (and loader) of every subcommand

@@ -6,7 +6,8 @@ what the contract defines: 2..255 choice options, 2..10 score levels, noul crite
 ``true``/``false``. Validation errors are pydantic's, so FastAPI's 422 ``detail[]`` has the
 ``loc``/``msg``/``type`` the reference mock sends (A.5.3).
 
-This module imports pydantic only: no torch, no fastapi.
+This module imports pydantic only, no torch and no fastapi; of ours, only the contract's two
+option limits from ``logitjudge.engine.types`` (a leaf of dataclasses), so they are written once.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from logitjudge.engine.types import MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS
+
 logger = logging.getLogger("logitjudge.wire")
 
 MODEL_ALIASES = ("jev-latest",)
 """Model names every judge answers to besides its own (the SDK's default is ``jev-latest``)."""
 
-MAX_CHOICE_OPTIONS = 255
-MAX_SCORE_LEVELS = 10
 MAX_TEXT_DEPTH = 64
 """Deepest nesting of a structured Text (objects/arrays inside objects/arrays) that is accepted."""
 

@@ -60,6 +60,17 @@ def expected_score(probabilities: Sequence[float]) -> float:
     return float(sum(i * p for i, p in enumerate(probabilities)))
 
 
+def noul_distribution(p_yes: float) -> tuple[float, float]:
+    """``(P(yes), P(no))``: a noul's two-option distribution (options ``true``, ``false``) from the
+    wire answer's ``noul``.
+
+    The engine gives both probabilities, but a wire noul answer carries only ``noul`` = P(yes)
+    (spec A.6.2), so whoever reads wire answers (rubric scoring, calibration samples) rebuilds
+    the pair here, and only here: ``P(no) = 1 - P(yes)``.
+    """
+    return p_yes, 1.0 - p_yes
+
+
 def decisiveness(p_yes: float) -> float:
     """``|p - 0.5| * 2``: the evaluator API's yes/no confidence (spec B.6); not on noul answers."""
     return abs(p_yes - 0.5) * 2.0

@@ -26,15 +26,13 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.config import ATTN_CHOICES, EngineConfig
 from logitjudge.engine.pack import PackedRow, allowed_rows
 from logitjudge.errors import UnsupportedModelError
 
-ATTN_CHOICES = ("auto", "eager", "sdpa", "flex_attention")
-
-# Rows longer than this never get a dense mask. 4096^2 x 4 B = 64 MiB per layer type in fp32
-# (32 MiB in bf16) plus 16 MiB of bool temporaries: harmless on any device. Above it, the runner
-# uses FlexAttention when the model runs it, else the prefix cache + one row per question.
-DENSE_MASK_MAX_TOKENS = 4096
+DENSE_MASK_MAX_TOKENS = EngineConfig.dense_mask_max_tokens
+"""Rows longer than this never get a dense mask (the default; see
+:attr:`~logitjudge.engine.config.EngineConfig.dense_mask_max_tokens` for why 4096)."""
 
 FLEX_BLOCK = 128  # FlexAttention's default tile (torch's _DEFAULT_SPARSE_BLOCK_SIZE)
 _CHUNK_ELEMENTS = 1 << 24  # bools per tile-classification chunk: 16 MiB

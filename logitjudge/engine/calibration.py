@@ -33,10 +33,15 @@ A calibration file records what it was fitted for
 (model fingerprint, prompt version, dtype, strategy) and :meth:`Calibration.check` refuses any
 other engine with :class:`~logitjudge.errors.CalibrationMismatchError`.
 
-The engine applies it in ``Engine.run_plans`` right after ``readout.distributions``; every
-answer field (``noul``, ``choice`` = argmax, ``score`` = sum i p_i, confidences) is derived from
-the calibrated distribution. Fitting from labelled data and the before/after report live in
-:mod:`logitjudge.rubrics.calibrate` (``logitjudge calibrate``).
+The readout stage applies it: ``Engine.set_calibration`` hands the calibration to the engine's
+:class:`~logitjudge.engine.readout.Readout`, whose ``final_distributions`` scales each question
+with :func:`logitjudge.engine.readout.scale` right after averaging its views; every answer field
+(``noul``, ``choice`` = argmax, ``score`` = sum i p_i, confidences) is derived from the
+calibrated distribution. This module holds the fitting and the file format; the softmax and
+log-sum-exp it needs are the readout's (:mod:`logitjudge.engine.readout`, the one place option
+probabilities are computed), imported when first needed so that importing this module (the CLI
+does, to build its parser) does not import torch. Fitting from labelled data and the
+before/after report live in :mod:`logitjudge.rubrics.calibrate` (``logitjudge calibrate``).
 """
 
 from __future__ import annotations
@@ -83,7 +88,6 @@ MIN_NLL_GAIN = 1e-4
 """Nats per sample a scaling must take off the out-of-fold (and held-out) NLL to be kept."""
 FITTED_FOR_KEYS = ("fingerprint", "prompt_version", "dtype", "strategy")
 """The engine ``describe()`` keys a calibration must match to be applied."""
-_EPS = 1e-9  # floor of probabilities before the log: fp32 softmax can underflow to 0
 
 
 def bucket_of(qtype: str, n_options: int) -> str:
@@ -123,22 +127,29 @@ class Scaling:
     clamped: bool = False
 
     def apply(self, probs: Sequence[float]) -> list[float]:
-        """``softmax(log p / T + b)``; ``probs`` must have ``len(bias)`` entries when biased."""
-        z = np.log(np.clip(np.asarray(probs, dtype=np.float64), _EPS, 1.0)) / self.temperature
-        if self.bias is not None:
-            if len(self.bias) != len(z):
-                raise ValueError(f"bias has {len(self.bias)} terms for {len(z)} options")
-            z = z + np.asarray(self.bias)
-        z = np.exp(z - z.max())
-        return (z / z.sum()).tolist()
+        """``softmax(log p / T + b)`` (:func:`logitjudge.engine.readout.scale`, the formula the
+        engine applies); ``probs`` must have ``len(bias)`` entries when biased."""
+        from logitjudge.engine.readout import scale  # torch, on first use (see the module docstring)
+
+        return scale(probs, self.temperature, self.bias).tolist()
+
+
+def _log_probs(probs: Sequence[Sequence[float]]) -> np.ndarray:
+    """(N, K) fp64 ``log max(p, floor)``, the floor of :func:`~logitjudge.engine.readout.scale`."""
+    from logitjudge.engine.readout import PROBABILITY_FLOOR
+
+    return np.log(np.clip(np.asarray(probs, dtype=np.float64), PROBABILITY_FLOOR, 1.0))
 
 
 def _nll(params: np.ndarray, logp: np.ndarray, gold: np.ndarray, with_bias: bool) -> float:
+    import torch
+
+    from logitjudge.engine.readout import logsumexp
+
     z = logp / params[0]  # (N, K)
     if with_bias:
         z = z + np.append(params[1:], 0.0)  # (N, K): the last option's bias is fixed at 0
-    zmax = z.max(1, keepdims=True)
-    lse = zmax[:, 0] + np.log(np.exp(z - zmax).sum(1))  # (N,)
+    lse = logsumexp(torch.from_numpy(z), dim=1).numpy()  # (N,) fp64
     return float((lse - z[np.arange(len(gold)), gold]).mean())
 
 
@@ -167,7 +178,7 @@ def fit_scaling(
     arrays = []
     for k in sorted(counts):
         grp = [s for s in samples if len(s.probs) == k]
-        logp = np.log(np.clip(np.asarray([s.probs for s in grp], dtype=np.float64), _EPS, 1.0))  # (N_k, k)
+        logp = _log_probs([s.probs for s in grp])  # (N_k, k)
         arrays.append((logp, np.asarray([s.gold for s in grp]), len(grp)))
 
     def total(params: np.ndarray, with_bias: bool) -> float:
@@ -199,10 +210,12 @@ def fit_scaling(
 def nll_of(samples: Sequence[LabelledDistribution], scaling: Scaling | None = None) -> float:
     """Mean ``-log p[gold]`` of ``samples``, as given or after ``scaling`` (probabilities floored
     at 1e-9, as in the fit)."""
+    from logitjudge.engine.readout import PROBABILITY_FLOOR
+
     total = 0.0
     for s in samples:
         p = s.probs if scaling is None else scaling.apply(s.probs)
-        total -= math.log(max(_EPS, float(p[s.gold])))
+        total -= math.log(max(PROBABILITY_FLOOR, float(p[s.gold])))
     return total / max(1, len(samples))
 
 

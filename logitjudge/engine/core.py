@@ -3,13 +3,17 @@
 ::
 
     engine = Engine.load()                       # default model, parity self-check included
+    engine = Engine.load(None, EngineConfig(strategy="prefix_rows"))     # or Engine.load(strategy=...)
     engine.run_batch([EngineRequest(state, questions)])  -> [EngineResult]
 
 ``plan`` validates and tokenizes (raising typed errors that name the field and the count),
-``Runner`` runs the chosen strategy, ``Readout`` turns hidden states into probabilities. Limits:
-2..255 choice options, 2..10 score levels; the state plus the longest question at most
+``Runner`` runs the chosen strategy, ``Readout`` turns hidden states into the final (calibrated)
+probabilities. Limits:
+2..255 choice options, 2..10 score levels (:data:`~logitjudge.engine.types.MAX_CHOICE_OPTIONS`,
+:data:`~logitjudge.engine.types.MAX_SCORE_LEVELS`); the state plus the longest question at most
 ``max_state_tokens`` (32,768, or the model's own context if smaller); the whole request at most
-``max_request_tokens``. Nothing is ever truncated.
+``max_request_tokens`` (defaults and docs: :class:`~logitjudge.engine.config.EngineConfig`).
+Nothing is ever truncated.
 """
 
 from __future__ import annotations
@@ -21,14 +25,24 @@ from typing import Any
 
 import torch
 
-from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, resolve_attn, set_attn
+from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
+from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
-from logitjudge.engine.readout import Readout, distributions
-from logitjudge.engine.runner import STRATEGIES, Runner
-from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question, Usage
+from logitjudge.engine.readout import Readout
+from logitjudge.engine.runner import Runner
+from logitjudge.engine.types import (
+    MAX_CHOICE_OPTIONS,
+    MAX_SCORE_LEVELS,
+    Answer,
+    EngineRequest,
+    EngineResult,
+    Option,
+    Question,
+    Usage,
+)
 from logitjudge.errors import (
     ContextOverflowError,
     EngineDeadError,
@@ -38,11 +52,6 @@ from logitjudge.errors import (
 )
 
 logger = logging.getLogger("logitjudge.engine")
-
-MAX_CHOICE_OPTIONS = 255
-MAX_SCORE_LEVELS = 10
-DEFAULT_STATE_BUDGET = 32_768
-DEFAULT_REQUEST_BUDGET = 65_536
 
 SELF_CHECK_REQUEST = EngineRequest(
     state="Order 1182: the customer paid twice for one blender and asks for the second charge back.",
@@ -85,42 +94,38 @@ class Engine:
 
     Args:
         lm: the loaded model.
-        strategy: one of ``packed``, ``prefix_packed``, ``prefix_rows``, ``separate`` or ``auto``
-            (``prefix_rows`` where layers ignore masks, else ``packed``).
-        max_state_tokens: budget for the state plus the longest question (capped by the model's
-            ``max_position_embeddings``).
-        max_request_tokens: budget for one request's state plus all its questions.
-        max_batch_tokens: the most tokens one packed forward row holds.
+        config: strategy, attention and budgets (:class:`~logitjudge.engine.config.EngineConfig`,
+            whose field docs are the reference; default: its defaults). Its ``device``, ``dtype``
+            and ``self_check`` matter to :meth:`load` only: ``lm`` is already loaded.
         max_single_token_labels: see :class:`PromptBuilder` (tests only).
-        attn: ``auto``, ``eager``, ``sdpa`` or ``flex_attention`` (see
-            :func:`logitjudge.engine.attention.resolve_attn`; ``auto`` = flex on CUDA where the
-            model supports it, else the model's own). Packed rows longer than
-            ``dense_mask_max_tokens`` never get a dense mask: flex block masks, or prefix_rows.
-        dense_mask_max_tokens: see :data:`logitjudge.engine.attention.DENSE_MASK_MAX_TOKENS`.
+        options: :class:`EngineConfig` fields replacing ``config``'s (``None`` = keep), e.g.
+            ``Engine(lm, strategy="prefix_rows")``; ``max_batch_tokens`` is the deprecated name
+            of ``max_row_tokens``.
+
+    Packed rows longer than ``dense_mask_max_tokens`` never get a dense mask: flex block masks,
+    or prefix_rows. ``self.config`` is the configuration asked for; ``strategy`` and ``attn``
+    (and ``describe()``) are what runs (``auto`` resolved, a failed self-check's fallback).
     """
 
     def __init__(
         self,
         lm: LoadedModel,
+        config: EngineConfig | None = None,
         *,
-        strategy: str = "auto",
-        max_state_tokens: int | None = None,
-        max_request_tokens: int | None = None,
-        max_batch_tokens: int = 8192,
         max_single_token_labels: int | None = None,
-        attn: str = "auto",
-        dense_mask_max_tokens: int = DENSE_MASK_MAX_TOKENS,
+        **options: Any,
     ) -> None:
+        config = (config or EngineConfig()).with_options(stacklevel=3, **options)
+        self.config = config
         self.lm = lm
         lm.model.eval()
         lm.model.requires_grad_(False)
         self.name = lm.name
         self.prompt = PromptBuilder(lm.tokenizer, max_single_token_labels=max_single_token_labels)
         self.mask_ignoring = layers_ignore_masks(lm.model.config)
+        strategy = config.strategy
         if strategy == "auto":
             strategy = "prefix_rows" if self.mask_ignoring else "packed"
-        if strategy not in STRATEGIES:
-            raise UnsupportedModelError(f"unknown strategy {strategy!r}; one of {STRATEGIES} or auto")
         if self.mask_ignoring and strategy in ("packed", "prefix_packed"):
             raise UnsupportedModelError(
                 f"{lm.model.config.model_type} has layers that ignore attention masks: use prefix_rows"
@@ -132,52 +137,44 @@ class Engine:
                 "prefix_packed does not support sliding-window models: use packed or prefix_rows"
             )
         self.strategy = strategy
-        context = getattr(lm.model.config, "max_position_embeddings", None) or DEFAULT_STATE_BUDGET
-        self.max_state_tokens = min(max_state_tokens or DEFAULT_STATE_BUDGET, int(context))
-        self.max_request_tokens = max_request_tokens or DEFAULT_REQUEST_BUDGET
-        self.attn = resolve_attn(attn, lm.model, lm.device, mask_ignoring=self.mask_ignoring)
+        context = getattr(lm.model.config, "max_position_embeddings", None) or config.max_state_tokens
+        self.max_state_tokens = min(config.max_state_tokens, int(context))
+        self.max_request_tokens = config.max_request_tokens
+        self.attn = resolve_attn(config.attn, lm.model, lm.device, mask_ignoring=self.mask_ignoring)
         set_attn(lm.model, self.attn)
         self.runner = Runner(
             lm.model,
             lm.device,
             lm.dtype,
-            max_batch_tokens=max_batch_tokens,
+            max_row_tokens=config.max_row_tokens,
             stepwise=self.mask_ignoring,
-            dense_mask_max_tokens=dense_mask_max_tokens,
+            dense_mask_max_tokens=config.dense_mask_max_tokens,
         )
         self.readout = Readout(lm.model)
-        self.calibration: Calibration | None = None
 
     @classmethod
-    def load(
-        cls,
-        model: str | None = None,
-        *,
-        device: str = "auto",
-        dtype: str = "auto",
-        strategy: str = "auto",
-        attn: str = "auto",
-        self_check: bool = True,
-        **limits: Any,
-    ) -> Engine:
+    def load(cls, model: str | None = None, config: EngineConfig | None = None, **options: Any) -> Engine:
         """Load a model (see :func:`logitjudge.engine.model.load_model`) and self-check it.
 
-        ``limits``: ``max_state_tokens``, ``max_request_tokens``, ``max_batch_tokens``,
-        ``dense_mask_max_tokens`` (``None`` = the default). The self-check runs on the device and
-        in the dtype that will serve, with :func:`tolerance_for` that dtype; with FlexAttention
-        it also compiles the kernel, so the first request does not.
+        Args:
+            model: see :func:`~logitjudge.engine.model.load_model` (``None`` = the default model).
+            config: device, dtype, strategy, attention, budgets and ``self_check``
+                (:class:`~logitjudge.engine.config.EngineConfig`; default: its defaults).
+            options: fields replacing ``config``'s (``None`` = keep), e.g. ``device="cpu"``;
+                ``max_batch_tokens`` is the deprecated name of ``max_row_tokens``.
+
+        The self-check runs on the device and in the dtype that will serve, with
+        :func:`tolerance_for` that dtype; with FlexAttention it also compiles the kernel, so the
+        first request does not.
 
         Raises:
-            UnsupportedModelError: the model or tokenizer cannot be served.
+            UnsupportedModelError: the model or tokenizer cannot be served, or an unknown
+                strategy or attention.
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
+        config = (config or EngineConfig()).with_options(stacklevel=3, **options)
         t0 = time.perf_counter()
-        engine = cls(
-            load_model(model, device=device, dtype=dtype),
-            strategy=strategy,
-            attn=attn,
-            **{k: v for k, v in limits.items() if v is not None},
-        )
+        engine = cls(load_model(model, device=config.device, dtype=config.dtype), config)
         logger.info(
             "loaded %s on %s (%s, %s attention) in %.1f s",
             engine.name,
@@ -186,11 +183,11 @@ class Engine:
             engine.attn,
             time.perf_counter() - t0,
         )
-        if self_check:
+        if config.self_check:
             try:
                 engine.self_check()
             except EngineDeadError:
-                if strategy != "auto":
+                if config.strategy != "auto":
                     raise
                 # auto: separate passes are correct by construction, only slower
                 logger.warning("self-check failed for %s; falling back to separate passes", engine.strategy)
@@ -213,11 +210,17 @@ class Engine:
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
-            "max_batch_tokens": self.runner.max_batch_tokens,
+            "max_batch_tokens": self.runner.max_row_tokens,  # the wire's name for max_row_tokens
         }
 
+    @property
+    def calibration(self) -> Calibration | None:
+        """The calibration the readout applies (see :meth:`set_calibration`)."""
+        return self.readout.calibration
+
     def set_calibration(self, calibration: Calibration | None) -> None:
-        """Apply ``calibration`` to every answer from now on (``None`` removes it).
+        """Hand ``calibration`` to the readout, which applies it to every answer from now on
+        (``None`` removes it).
 
         Raises:
             CalibrationMismatchError: it was fitted for another fingerprint, prompt version,
@@ -225,7 +228,7 @@ class Engine:
         """
         if calibration is not None:
             calibration.check(self.describe())
-        self.calibration = calibration
+        self.readout.calibration = calibration
 
     # -- planning ----------------------------------------------------------------------------
 
@@ -284,11 +287,8 @@ class Engine:
             return []
         reads = self.runner.run(plans, strategy or self.strategy)
         scores = self.readout.log_probs(reads.hidden, reads.labels)  # (N_labels,)
-        n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
-        dists = distributions(scores, reads.labels, n_options)
-        if self.calibration is not None:  # every answer field below derives from this one distribution
-            types = {(r, q): qp.type for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
-            dists = {key: (self.calibration.apply(types[key], probs), mass) for key, (probs, mass) in dists.items()}
+        # final = calibrated where the readout has a calibration; every answer field derives from it
+        dists = self.readout.final_distributions(scores, reads.labels, plans)
         results = []
         for r, plan in enumerate(plans):
             answers = tuple(

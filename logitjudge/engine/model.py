@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.packaged import PACKAGED_MODELS, locate_packaged_gguf
 from logitjudge.errors import UnsupportedModelError
 from logitjudge.settings import cache_dir
@@ -231,7 +232,9 @@ def weights_fingerprint(model: Any) -> str:
     return h.hexdigest()
 
 
-def load_model(spec: str | None, *, device: str = "auto", dtype: str = "auto") -> LoadedModel:
+def load_model(
+    spec: str | None, *, device: str = EngineConfig.device, dtype: str = EngineConfig.dtype
+) -> LoadedModel:
     """Load a causal LM for judging.
 
     Args:

@@ -15,19 +15,75 @@ Label logits are computed in fp32 from fp32 copies of only the label rows of W; 
 log-sum-exp (needed for multi-token labels and for ``option_mass``) uses the model's dtype for
 the matmul and fp32 for the reduction. ``transform`` reproduces the model's own final logit
 processing: Gemma 2's soft-capping, Cohere's ``logit_scale``, Granite's ``logits_scaling``.
+
+**Calibration** is part of this stage: where the engine's :class:`~logitjudge.engine.calibration.Calibration`
+(handed to :attr:`Readout.calibration` by ``Engine.set_calibration``) has a scaling for a
+question's bucket, its final distribution ``p`` (views averaged) becomes
+``softmax(log max(p, 1e-9) / T + b)`` (:func:`scale`; the formula's source and the fitting are in
+:mod:`logitjudge.engine.calibration`). Every answer field derives from that one distribution.
+
+:func:`softmax` and :func:`logsumexp` are the package's only softmax / log-sum-exp (torch's,
+fp32 or fp64 as given): the readout above, the calibration's scaling and its fitting NLL all call
+them, so "where do the final option probabilities come from" has one answer, this module
+(``tests/engine/test_one_place.py`` fails on another implementation elsewhere).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from logitjudge.engine.pack import LabelTerm
+from logitjudge.engine.pack import LabelTerm, RequestPlan
+
+if TYPE_CHECKING:  # calibration imports this module (lazily) for the formulas below
+    from logitjudge.engine.calibration import Calibration, Scaling
 
 _LSE_CHUNK = 256  # rows of (rows, vocab) logits at a time: 256 x 152k x 4 B = 156 MB at most
+PROBABILITY_FLOOR = 1e-9
+"""Floor of probabilities before a log (calibration, its fit and NLL): an fp32 softmax can
+underflow to 0, whose log would be -inf."""
+
+
+def softmax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``exp(z_i) / sum_j exp(z_j)`` along ``dim``, in ``z``'s dtype (``torch.softmax``: max-shifted,
+    so large scores do not overflow)."""
+    return torch.softmax(z, dim=dim)
+
+
+def logsumexp(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``log sum_j exp(z_j)`` along ``dim`` (which is removed), in ``z``'s dtype
+    (``torch.logsumexp``: max-shifted, stable)."""
+    return torch.logsumexp(z, dim=dim)
+
+
+def scale(
+    probs: torch.Tensor | Sequence[float], temperature: float, bias: Sequence[float] | None = None
+) -> torch.Tensor:
+    """Temperature (and bias) scaling of one distribution: ``softmax(log max(p, 1e-9) / T + b)``.
+
+    Source: Guo et al. 2017 (see :mod:`logitjudge.engine.calibration`, which fits ``T`` and ``b``).
+
+    Args:
+        probs: (n,) probabilities; computed in fp64.
+        temperature: ``T`` > 0.
+        bias: ``b``, one term per option, or ``None``.
+
+    Returns:
+        (n,) fp64 probabilities summing to 1.
+
+    Raises:
+        ValueError: ``bias`` has another length than ``probs``.
+    """
+    p = torch.as_tensor(probs, dtype=torch.float64)  # (n,)
+    z = p.clamp(PROBABILITY_FLOOR, 1.0).log() / temperature  # (n,)
+    if bias is not None:
+        if len(bias) != z.shape[0]:
+            raise ValueError(f"bias has {len(bias)} terms for {z.shape[0]} options")
+        z = z + torch.tensor(bias, dtype=torch.float64)
+    return softmax(z, dim=0)
 
 
 def logit_transform(config: Any) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -60,6 +116,8 @@ class Readout:
         self.weight = head.weight  # (V, H), model dtype
         self.bias = getattr(head, "bias", None)
         self.transform = logit_transform(model.config)
+        self.calibration: Calibration | None = None
+        """Applied by :meth:`final_distributions` (set by ``Engine.set_calibration``; ``None`` = raw)."""
 
     def log_probs(self, hidden: torch.Tensor, labels: list[LabelTerm]) -> torch.Tensor:
         """Score of every label: sum over its tokens of log p(token | read position).
@@ -73,7 +131,7 @@ class Readout:
         """
         h = hidden.to(self.weight.device)
         lse = torch.cat(
-            [self._full_logits(h[i : i + _LSE_CHUNK]).logsumexp(-1) for i in range(0, h.shape[0], _LSE_CHUNK)]
+            [logsumexp(self._full_logits(h[i : i + _LSE_CHUNK]), -1) for i in range(0, h.shape[0], _LSE_CHUNK)]
         )  # (R,)
         reads = torch.tensor([r for t in labels for r, _ in t.terms], device=h.device)
         toks = torch.tensor([tok for t in labels for _, tok in t.terms], device=h.device)
@@ -85,6 +143,30 @@ class Readout:
         owner = torch.tensor([k for k, t in enumerate(labels) for _ in t.terms], device=h.device)
         return torch.zeros(len(labels), device=h.device).index_add_(0, owner, term)  # (N_labels,)
 
+    def final_distributions(
+        self, scores: torch.Tensor, labels: list[LabelTerm], plans: Sequence[RequestPlan]
+    ) -> dict[tuple[int, int], tuple[list[float], float]]:
+        """Every question's final distribution: :func:`distributions`, calibrated by
+        :attr:`calibration` where it has a scaling for the question's bucket.
+
+        Args:
+            scores: (N_labels,) label log-probabilities from :meth:`log_probs`.
+            labels: the labels, same order.
+            plans: the planned requests the labels belong to (``LabelTerm.request`` indexes them).
+
+        Returns:
+            ``{(request, question): (probabilities in option order, option_mass)}``.
+        """
+        n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
+        scalings: dict[tuple[int, int], Scaling] = {}
+        if self.calibration is not None:
+            for r, p in enumerate(plans):
+                for q, qp in enumerate(p.questions):
+                    scaling = self.calibration.scaling_for(qp.type, qp.n_options)
+                    if scaling is not None:
+                        scalings[(r, q)] = scaling
+        return distributions(scores, labels, n_options, scalings)
+
     def _full_logits(self, h: torch.Tensor) -> torch.Tensor:
         logits = (h @ self.weight.T).float()  # (r, V)
         if self.bias is not None:
@@ -93,20 +175,25 @@ class Readout:
 
 
 def distributions(
-    scores: torch.Tensor, labels: list[LabelTerm], n_options: dict[tuple[int, int], int]
+    scores: torch.Tensor,
+    labels: list[LabelTerm],
+    n_options: dict[tuple[int, int], int],
+    scalings: Mapping[tuple[int, int], Scaling] | None = None,
 ) -> dict[tuple[int, int], tuple[list[float], float]]:
     """Per (request, question): the probabilities over its options and the option mass.
 
     Each view's labels are softmaxed among themselves (fp32); views of one question are
-    averaged per option.
+    averaged per option (fp64); a question in ``scalings`` is then calibrated (:func:`scale`).
 
     Args:
         scores: (N_labels,) label log-probabilities from :meth:`Readout.log_probs`.
         labels: the labels, same order.
         n_options: options per (request, question).
+        scalings: the calibration's scaling per (request, question); absent = left as is.
 
     Returns:
-        ``{(request, question): (probabilities in option order, option_mass)}``.
+        ``{(request, question): (probabilities in option order, option_mass)}``; the mass is the
+        raw label mass, before calibration.
     """
     views: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for k, t in enumerate(labels):
@@ -115,7 +202,7 @@ def distributions(
     acc: dict[tuple[int, int], tuple[torch.Tensor, float, int]] = {}
     for (r, q, _v), idx in views.items():
         s = scores[idx]  # (n,)
-        p = torch.softmax(s, dim=0)
+        p = softmax(s, dim=0)
         probs = torch.zeros(n_options[(r, q)], dtype=torch.float64)
         probs[[labels[k].option for k in idx]] = p.double()
         mass = float(torch.exp(s.double()).sum())
@@ -124,4 +211,11 @@ def distributions(
             acc[(r, q)] = (tot + probs, m + mass, c + 1)
         else:
             acc[(r, q)] = (probs, mass, 1)
-    return {key: ((tot / c).tolist(), m / c) for key, (tot, m, c) in acc.items()}
+    out = {}
+    for key, (tot, m, c) in acc.items():
+        final = tot / c  # (n_options,) fp64
+        scaling = scalings.get(key) if scalings else None
+        if scaling is not None:
+            final = scale(final, scaling.temperature, scaling.bias)
+        out[key] = (final.tolist(), m / c)
+    return out

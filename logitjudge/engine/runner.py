@@ -29,7 +29,8 @@ from typing import Any
 
 import torch
 
-from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, flex_block_mask
+from logitjudge.engine.attention import flex_block_mask
+from logitjudge.engine.config import STRATEGIES, EngineConfig
 from logitjudge.engine.pack import (
     LabelTerm,
     RequestPlan,
@@ -40,8 +41,6 @@ from logitjudge.engine.pack import (
     lay_out,
     padded_allowed,
 )
-
-STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
 
 
 @dataclass
@@ -89,8 +88,8 @@ class Runner:
         model: a transformers ``*ForCausalLM`` in eval mode.
         device: where input tensors go (the input embeddings' device).
         dtype: the model's dtype (masks are built in it).
-        max_batch_tokens: the most tokens one ``packed`` row holds (several requests share a row
-            up to this; a larger request runs alone).
+        max_row_tokens: the most tokens one ``packed`` row holds (several requests share a row
+            up to this; a larger request runs alone); ``prefix_rows`` batches rows up to it.
         stepwise: advance rows after a cache one token at a time (recurrent/SSM layers).
         dense_mask_max_tokens: the longest row (or key span) that gets a dense mask.
 
@@ -104,15 +103,15 @@ class Runner:
         device: torch.device,
         dtype: torch.dtype,
         *,
-        max_batch_tokens: int = 8192,
+        max_row_tokens: int = EngineConfig.max_row_tokens,
         stepwise: bool = False,
-        dense_mask_max_tokens: int = DENSE_MASK_MAX_TOKENS,
+        dense_mask_max_tokens: int = EngineConfig.dense_mask_max_tokens,
     ):
         self.model = model
         self.decoder = getattr(model, model.base_model_prefix)
         self.device = device
         self.dtype = dtype
-        self.max_batch_tokens = max_batch_tokens
+        self.max_row_tokens = max_row_tokens
         self.dense_mask_max_tokens = dense_mask_max_tokens
         self.dense_masks_built = 0  # instrumentation: dense masks built so far ...
         self.largest_dense_side = 0  # ... and the longest side of any of them
@@ -180,7 +179,7 @@ class Runner:
     def _packed(self, plans: list[RequestPlan]) -> Reads:
         """FlexAttention: requests share one row (the block mask skips cross-request tiles).
         Dense masks: one row per request, rows right-padded into a batch of at most
-        ``max_batch_tokens`` cells, so mask and attention cost grow with the batch, not with its
+        ``max_row_tokens`` cells, so mask and attention cost grow with the batch, not with its
         square (one shared row of 8 requests ran 0.62 s per request vs 0.49 s alone on CPU)."""
         if self.flex:
             return self._packed_flex(plans)
@@ -199,7 +198,7 @@ class Runner:
         for i, plan in enumerate(plans):
             if plan.n_tokens > self.dense_mask_max_tokens:
                 continue
-            if batch and max(width, plan.n_tokens) * (len(batch) + 1) > self.max_batch_tokens:
+            if batch and max(width, plan.n_tokens) * (len(batch) + 1) > self.max_row_tokens:
                 run += self._packed_dense_batch(batch, hidden, labels)
                 paths.append("packed:dense")
                 batch, width = [], 0
@@ -235,7 +234,7 @@ class Runner:
         groups: list[list[int]] = []
         size = 0
         for i, p in enumerate(plans):
-            if groups and size + p.n_tokens <= self.max_batch_tokens:
+            if groups and size + p.n_tokens <= self.max_row_tokens:
                 groups[-1].append(i)
                 size += p.n_tokens
             else:
@@ -308,7 +307,7 @@ class Runner:
             S = len(plan.prefix)
             run += S + sum(len(r) for r, _ in rows)
             base = sum(h.shape[0] for h in hidden)
-            per_row = max(1, self.max_batch_tokens // max(len(r) for r, _ in rows))
+            per_row = max(1, self.max_row_tokens // max(len(r) for r, _ in rows))
             if not _can_repeat(cache):
                 per_row = 1  # e.g. linear-attention / SSM state caches: one row per copy
             row_hidden: list[torch.Tensor] = []

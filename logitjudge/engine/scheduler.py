@@ -8,7 +8,7 @@ request answered in a batch equals the same request answered alone.
 
 ::
 
-    scheduler = Scheduler(judge.run_batch, max_queue=256, max_batch_tokens=4096)
+    scheduler = Scheduler(judge.run_batch, max_queue=256, max_batch_tokens=4096)   # defaults: SchedulerConfig
     result = await scheduler.submit(engine_request)   # EngineResult, or raises LogitJudgeError
     await scheduler.close()                           # drain: finish what was accepted, then stop
 
@@ -49,6 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from logitjudge.engine.config import SchedulerConfig
 from logitjudge.engine.types import EngineRequest, EngineResult, Text
 from logitjudge.errors import EngineError, LogitJudgeError, OverloadedError
 
@@ -130,10 +131,9 @@ class Scheduler:
             in order. Always called from the same single worker thread, never concurrently.
         count_tokens: estimated tokens of a request, for the batch budget (default
             :func:`estimate_tokens`). Runs on the event loop: keep it cheap.
-        max_queue: requests that may wait (not counting the running batch); more are refused with
-            :class:`OverloadedError`. At least 1.
-        max_batch_tokens: estimated-token budget of one batch (at least 1).
-        max_batch_requests: most requests in one batch; 1 = one request at a time.
+        max_queue, max_batch_tokens, max_batch_requests: see
+            :class:`~logitjudge.engine.config.SchedulerConfig` (defaults and ranges; out of range
+            raises ``ValueError``).
         observer: receives queue depth and batch statistics (metrics).
     """
 
@@ -142,13 +142,12 @@ class Scheduler:
         run_batch: RunBatch,
         *,
         count_tokens: CountTokens = estimate_tokens,
-        max_queue: int = 256,
-        max_batch_tokens: int = 16_384,
-        max_batch_requests: int = 64,
+        max_queue: int = SchedulerConfig.max_queue,
+        max_batch_tokens: int = SchedulerConfig.max_batch_tokens,
+        max_batch_requests: int = SchedulerConfig.max_batch_requests,
         observer: SchedulerObserver | None = None,
     ) -> None:
-        if max_queue < 1 or max_batch_tokens < 1 or max_batch_requests < 1:
-            raise ValueError("max_queue, max_batch_tokens and max_batch_requests must be >= 1")
+        SchedulerConfig(max_queue, max_batch_tokens, max_batch_requests)  # raises when out of range
         self._run_batch = run_batch
         self._count_tokens = count_tokens
         self.max_queue = max_queue

@@ -18,6 +18,12 @@ Text = Union[str, dict, list]
 
 QuestionType = Literal["noul", "choice", "score"]
 
+MAX_CHOICE_OPTIONS = 255
+"""Most options of a choice question (the API contract, spec A; the wire models and the engine's
+checks both read it here)."""
+MAX_SCORE_LEVELS = 10
+"""Most levels of a score question (the API contract, spec A)."""
+
 
 @dataclass(frozen=True)
 class Option:

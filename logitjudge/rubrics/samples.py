@@ -59,6 +59,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from logitjudge.engine.answers import noul_distribution
 from logitjudge.rubrics.aggregate import expected_calibration_error
 
 __all__ = [
@@ -206,7 +207,7 @@ def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> 
     kind = answer.get("type")
     if kind == "noul" and isinstance(gold, bool):
         p = float(answer["noul"])
-        return Sample(rid, name, "noul", (p, 1.0 - p), 0 if gold else 1)
+        return Sample(rid, name, "noul", noul_distribution(p), 0 if gold else 1)
     probs = answer.get("probabilities")
     if not isinstance(probs, Mapping):
         return None
@@ -240,7 +241,7 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
                         out.append(Sample(rid, name, "choice", probs, keys.index(g)))
                 elif d.get("probability") is not None:  # noul per chunk (chunk_relevance)
                     p = float(d["probability"])
-                    out.append(Sample(rid, name, "noul", (p, 1.0 - p), 0 if g == "relevant" else 1))
+                    out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if g == "relevant" else 1))
             continue
         if res.get("answer") is not None:
             if gold.get("answer") is not None and not gold.get("unknown"):
@@ -257,7 +258,7 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
             and isinstance(passed, bool)
         ):
             p = float(yes_no["yes"])
-            out.append(Sample(rid, name, "noul", (p, 1.0 - p), 0 if passed else 1))
+            out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if passed else 1))
     return out
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult
-from logitjudge.engine.answers import decisiveness
+from logitjudge.engine.answers import decisiveness, noul_distribution
 from logitjudge.rubrics.definitions import EvaluatorDef
 
 __all__ = [
@@ -82,6 +82,12 @@ def _noul_p(answer: Answer) -> float:
     return _clip01(answer["noul"])
 
 
+def _yes_no(p_yes: float) -> dict[str, float]:
+    """``{"yes": ..., "no": ...}``: the pair :func:`~logitjudge.engine.answers.noul_distribution` gives."""
+    yes, no = noul_distribution(p_yes)
+    return {"yes": yes, "no": no}
+
+
 def score_probability(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
     """One noul: score = p(yes); passed when p >= threshold."""
     (answer,) = answers
@@ -91,7 +97,7 @@ def score_probability(defn: EvaluatorDef, answers: Sequence[Answer], threshold: 
         score=p,
         label=percent_label(p),
         confidence=decisiveness(p),
-        probabilities={"yes": p, "no": 1.0 - p},
+        probabilities=_yes_no(p),
         passed=p >= threshold,
     )
 
@@ -142,7 +148,7 @@ def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answer], thresho
         score=score,
         label=f"{relevant}/{n} relevant",
         confidence=sum(d.confidence for d in details) / n,
-        probabilities={"yes": score, "no": 1.0 - score},
+        probabilities=_yes_no(score),
         passed=score >= threshold,
         details=details,
         x_soft_score=sum(d.score for d in details) / n,
@@ -202,7 +208,7 @@ def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answer], threshol
             score=p,
             label=percent_label(p),
             confidence=decisiveness(p),
-            probabilities={"yes": p, "no": 1.0 - p},
+            probabilities=_yes_no(p),
             reason=why,
         )
     if answer["type"] == "score":

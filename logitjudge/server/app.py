@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -43,70 +42,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from logitjudge import __version__
 from logitjudge.engine.scheduler import Scheduler
 from logitjudge.server import evaluate_routes, systemone_routes
+from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 from logitjudge.server.errors import DRAINING_STATUS, install_error_handlers
-from logitjudge.server.limits import RequestLimits
 from logitjudge.server.metrics import ServerMetrics
 from logitjudge.server.middleware import DOCS_ASSETS, BearerAuthMiddleware, BodyMiddleware, MetricsMiddleware
 from logitjudge.server.systemone_routes import RELEASE_DATE, ServerState, State, describe
 
-__all__ = ["ServerConfig", "create_app", "operations", "RELEASE_DATE"]
+__all__ = [
+    "ServerConfig",
+    "create_app",
+    "operations",
+    "RELEASE_DATE",
+    "default_batching",
+    "CPU_BATCHING",
+    "ACCELERATOR_BATCHING",
+]
 
 logger = logging.getLogger("logitjudge.server")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Limits and switches of one server.
-
-    Attributes:
-        api_keys: accepted API keys; empty = auth off (an ``Authorization`` header is ignored).
-        max_queue: requests that may wait for the engine; more get 529 + ``Retry-After`` (>= 1).
-        max_batch_tokens: estimated-token budget of one engine call (>= 1).
-        max_batch_requests: most requests per engine call; 1 = one request at a time (>= 1).
-        max_body_bytes: largest request body, after zstd decoding; larger gets 413 (>= 1 KiB).
-        drain_timeout: seconds shutdown waits for accepted requests before refusing the rest.
-        max_questions, max_items, max_text_chars: the request limits of
-            :class:`~logitjudge.server.limits.RequestLimits` (422 naming the limit when exceeded).
-    """
-
-    api_keys: tuple[str, ...] = ()
-    max_queue: int = 256
-    max_batch_tokens: int = 16_384
-    max_batch_requests: int = 64
-    max_body_bytes: int = 16 * 1024 * 1024
-    drain_timeout: float = 60.0
-    max_questions: int = RequestLimits.max_questions
-    max_items: int = RequestLimits.max_items
-    max_text_chars: int = RequestLimits.max_text_chars
-
-    @property
-    def limits(self) -> RequestLimits:
-        """The per-request limits checked after validation (questions, items, string length)."""
-        return RequestLimits(self.max_questions, self.max_items, self.max_text_chars)
-
-    def __post_init__(self) -> None:
-        RequestLimits(self.max_questions, self.max_items, self.max_text_chars)  # raises when out of range
-        if self.max_queue < 1 or self.max_batch_tokens < 1 or self.max_batch_requests < 1:
-            raise ValueError("max_queue, max_batch_tokens and max_batch_requests must be >= 1")
-        if self.max_body_bytes < 1024:
-            raise ValueError("max_body_bytes must be at least 1024")
-        if any(not k or any(c.isspace() for c in k) for k in self.api_keys):
-            raise ValueError("API keys must be non-empty and contain no whitespace")
-
-
-CPU_BATCHING = (4096, 16)
-"""Default (max_batch_tokens, max_batch_requests) on a CPU.
-
-History: the first packed runner put a whole batch in one row, whose dense mask and attention
-grow with the square of the batch, and batching lost on CPU (runner 0.49 s/request alone vs
-0.62 s/request in batches of 8). The runner now gives each request its own row of a padded batch:
-8 requests of ~206 tokens ran 2.72 s/request batched vs 5.61 s/request one at a time on 2 shared
-CPU cores (interleaved medians, /tmp/batchb-style micro-benchmark; see
-``benchmarks/results/serve_load.json`` for the server-level figures)."""
-
-ACCELERATOR_BATCHING = (16_384, 64)
-"""Default (max_batch_tokens, max_batch_requests) on a GPU, where one request leaves the device
-mostly idle and a shared forward pass is nearly free up to thousands of tokens."""
 
 
 def default_batching(judge: Any) -> tuple[int, int]:
@@ -174,15 +126,15 @@ def _scheduler(judge: Any, config: ServerConfig, metrics: ServerMetrics) -> Sche
 def create_app(
     judge: Any,
     *,
-    api_keys: Sequence[str] = (),
-    max_queue: int = 256,
+    api_keys: Sequence[str] = ServerConfig.api_keys,
+    max_queue: int = ServerConfig.max_queue,
     max_batch_tokens: int | None = None,
     max_batch_requests: int | None = None,
-    max_body_bytes: int = 16 * 1024 * 1024,
-    drain_timeout: float = 60.0,
-    max_questions: int = RequestLimits.max_questions,
-    max_items: int = RequestLimits.max_items,
-    max_text_chars: int = RequestLimits.max_text_chars,
+    max_body_bytes: int = ServerConfig.max_body_bytes,
+    drain_timeout: float = ServerConfig.drain_timeout,
+    max_questions: int = ServerConfig.max_questions,
+    max_items: int = ServerConfig.max_items,
+    max_text_chars: int = ServerConfig.max_text_chars,
     registry: CollectorRegistry | None = None,
 ) -> FastAPI:
     """Build the ASGI app serving ``judge`` (see :class:`ServerConfig` for the limits).

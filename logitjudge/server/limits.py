@@ -2,7 +2,7 @@
 
 The wire models (``logitjudge.contract.systemone``) hold the contract's fixed ranges (2..255 options,
 2..10 levels); the limits here are the operator's, so they are configurable
-(:class:`~logitjudge.server.app.ServerConfig`, ``logitjudge serve --max-questions`` ...) and
+(:class:`~logitjudge.server.config.ServerConfig`, ``logitjudge serve --max-questions`` ...) and
 checked after the body validated, before any tokenizer or engine work. The body size cap
 (413) is enforced earlier, in ``logitjudge.server.middleware.BodyMiddleware``.
 

@@ -22,7 +22,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
@@ -35,12 +35,10 @@ from logitjudge.engine.scheduler import Scheduler
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnsupportedInputError
 from logitjudge.judge import Judge
+from logitjudge.server.config import ServerConfig
 from logitjudge.server.errors import ERROR_RESPONSES, ClientDisconnected
 from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics
-
-if TYPE_CHECKING:
-    from logitjudge.server.app import ServerConfig
 
 __all__ = ["router", "ServerState", "State", "server_state", "describe", "RELEASE_DATE"]
 

@@ -24,7 +24,12 @@ def tokenizer():
 
 def _tiny(kind: str, vocab: int) -> torch.nn.Module:
     from transformers import (
-        Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, MambaConfig, MambaForCausalLM,
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+        LlamaConfig,
+        LlamaForCausalLM,
+        MambaConfig,
+        MambaForCausalLM,
     )
 
     torch.manual_seed(0)

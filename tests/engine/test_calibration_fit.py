@@ -15,6 +15,7 @@ import json
 import numpy as np
 import pytest
 
+from logitjudge.cli.calibrate import run_calibrate
 from logitjudge.engine.calibration import (
     Calibration,
     LabelledDistribution,
@@ -22,7 +23,6 @@ from logitjudge.engine.calibration import (
     cross_validated_nll,
     fit,
 )
-from logitjudge.cli.calibrate import run_calibrate
 from logitjudge.rubrics.calibrate import fit_and_report, imbalanced_slice, refuse_worse, split
 from logitjudge.rubrics.samples import Sample
 

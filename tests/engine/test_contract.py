@@ -10,8 +10,8 @@ import math
 import pytest
 
 from logitjudge import ContextOverflowError, InvalidRequestError, UnknownModelError
-from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.contract import systemone as schemas
+from logitjudge.engine.types import EngineRequest, Option, Question
 
 TICKET = "Hi, I was charged twice for my March invoice (#4471). Please refund the duplicate. — Sam"
 BASE = {

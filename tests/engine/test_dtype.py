@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_parity import QUESTIONS, STATE, max_diff
 
 from logitjudge.engine import model as model_mod
 from logitjudge.engine.core import TOLERANCES, Engine, tolerance_for
 from logitjudge.engine.types import EngineRequest
-from test_parity import QUESTIONS, STATE, max_diff
 
 BF16_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_bf16 amx_tile\n"
 AVX2_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n"

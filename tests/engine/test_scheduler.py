@@ -12,9 +12,9 @@ import threading
 from collections.abc import Sequence
 
 import pytest
+from support.scripted import ScriptedEngine
 
 from logitjudge.engine.scheduler import Scheduler, estimate_tokens
-from support.scripted import ScriptedEngine
 from logitjudge.engine.types import EngineRequest, EngineResult, Option, Question
 from logitjudge.errors import ContextOverflowError, EngineError, LogitJudgeError, OverloadedError
 

@@ -371,7 +371,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "dtype": "float32",
         "strategy": "separate",
         "attn": "eager",
-        "max_batch_tokens": 1234,
+        "max_row_tokens": 1234,  # Judge.load's name of the engine row budget (max_batch_tokens: deprecated)
         "calibration": None,
         "default_rotations": 3,
     }

@@ -79,7 +79,7 @@ def real_run(loads, tmp_path_factory):
 
 
 def test_flags_given_to_evaluate_reach_the_loaded_engine(real_run, loads):
-    assert loads[0]["attn"] == "eager" and loads[0]["max_batch_tokens"] == 4096
+    assert loads[0]["attn"] == "eager" and loads[0]["max_row_tokens"] == 4096  # describe() keeps max_batch_tokens
     engine = real_run.summary["environment"]["engine"]
     assert engine["attn"] == "eager" and engine["max_batch_tokens"] == 4096
     record = json.loads(Path(str(real_run.out) + ".run.json").read_text())

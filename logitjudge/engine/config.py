@@ -1,0 +1,143 @@
+"""Typed configs of the engine and its scheduler: one set of defaults, a docstring per field.
+
+::
+
+    from logitjudge.engine.config import EngineConfig
+    config = EngineConfig(strategy="prefix_rows", max_row_tokens=4096)   # refused if out of range
+    engine = Engine.load(None, config)                                   # or Judge.load(max_row_tokens=4096)
+
+Every default is written here once and read by whoever needs it: :class:`EngineConfig` by
+``Engine``, ``Judge.load`` and the CLI's model flags (``--device`` ... ``--engine-row-tokens``);
+:class:`SchedulerConfig` by ``Scheduler``, the server's ``ServerConfig`` (which extends it),
+``create_app`` and ``logitjudge serve``. ``tests/engine/test_config.py`` checks that they agree.
+
+Two token budgets, two names:
+
+- :attr:`EngineConfig.max_row_tokens`: the most tokens one packed forward row holds *inside* an
+  engine call (the CLI's ``--engine-row-tokens``; ``describe()["max_batch_tokens"]`` on the wire,
+  kept for compatibility). ``max_batch_tokens`` is its deprecated Python name.
+- :attr:`SchedulerConfig.max_batch_tokens`: the scheduler's estimated-token budget of one engine
+  call *across* requests (``logitjudge serve --max-batch-tokens``).
+
+This module imports no torch (the CLI reads it to build its flags).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from logitjudge.errors import UnsupportedModelError
+
+__all__ = ["EngineConfig", "SchedulerConfig", "STRATEGIES", "ATTN_CHOICES"]
+
+STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
+"""The runner's strategies (``logitjudge.engine.runner``); ``auto`` picks one per model."""
+
+ATTN_CHOICES = ("auto", "eager", "sdpa", "flex_attention")
+"""Attention implementations the engine can run (``logitjudge.engine.attention.resolve_attn``)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the engine loads its model, runs it, and what one request may hold.
+
+    Strict: an unknown strategy or attention is refused with
+    :class:`~logitjudge.errors.UnsupportedModelError`, a budget below 1 with ``ValueError``, an
+    unknown field (:meth:`with_options`) with ``TypeError``.
+    """
+
+    device: str = "auto"
+    """``auto`` (CUDA when present, else CPU; several GPUs: accelerate's device map), ``cpu``,
+    ``cuda``, ``cuda:N``. Used when loading; an engine built on a loaded model keeps its device."""
+
+    dtype: str = "auto"
+    """``auto`` (bf16 on GPUs that have it, else fp16; fp32 on every CPU, so isolation holds to
+    1e-4), ``float32``, ``bfloat16``, ``float16``. Used when loading, like ``device``."""
+
+    strategy: str = "auto"
+    """One of :data:`STRATEGIES` or ``auto`` (``prefix_rows`` where layers ignore masks, else
+    ``packed``; with a failed self-check ``auto`` falls back to ``separate``)."""
+
+    attn: str = "auto"
+    """One of :data:`ATTN_CHOICES`: ``auto`` = FlexAttention on CUDA where the model supports it,
+    else the model's own implementation."""
+
+    self_check: bool = True
+    """Compare the strategy with separate passes at load, on the serving device and dtype, and
+    refuse to serve on a mismatch (``EngineDeadError``)."""
+
+    max_state_tokens: int = 32_768
+    """Budget (tokens) for the state plus the longest question; capped by the model's own
+    ``max_position_embeddings``. Over it: ``ContextOverflowError`` (413), never truncation."""
+
+    max_request_tokens: int = 65_536
+    """Budget (tokens) for one request: the state once plus every question branch."""
+
+    max_row_tokens: int = 8192
+    """The most tokens one packed forward row holds inside an engine call (several requests share
+    a row up to this; a larger request runs alone). CLI: ``--engine-row-tokens``; reported as
+    ``describe()["max_batch_tokens"]``; deprecated Python name ``max_batch_tokens``."""
+
+    dense_mask_max_tokens: int = 4096
+    """Rows longer than this never get a dense mask: 4096^2 x 4 B = 64 MiB per layer type in fp32
+    (32 MiB in bf16) plus 16 MiB of bool temporaries, harmless on any device. Above it the runner
+    uses FlexAttention where the model runs it, else the prefix cache + one row per question."""
+
+    def __post_init__(self) -> None:
+        if self.strategy != "auto" and self.strategy not in STRATEGIES:
+            raise UnsupportedModelError(f"unknown strategy {self.strategy!r}; one of {STRATEGIES} or auto")
+        if self.attn not in ATTN_CHOICES:
+            raise UnsupportedModelError(f"unknown attention {self.attn!r}; one of {ATTN_CHOICES}")
+        for name in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    def with_options(self, *, stacklevel: int = 2, **options: Any) -> EngineConfig:
+        """A copy with ``options`` replacing fields; an option that is ``None`` keeps the field.
+
+        ``max_batch_tokens`` is accepted as the deprecated name of ``max_row_tokens`` (a
+        ``DeprecationWarning`` attributed ``stacklevel`` frames up: 2 = the caller of this method).
+
+        Raises:
+            TypeError: an unknown option, or ``max_batch_tokens`` and ``max_row_tokens`` that differ.
+        """
+        given = {k: v for k, v in options.items() if v is not None}
+        if "max_batch_tokens" in given:
+            old = given.pop("max_batch_tokens")
+            warnings.warn(
+                "max_batch_tokens is deprecated: the engine's packed-row budget is now max_row_tokens "
+                "(`serve --max-batch-tokens` is the scheduler's budget across requests)",
+                DeprecationWarning,
+                stacklevel=stacklevel,
+            )
+            if given.setdefault("max_row_tokens", old) != old:
+                raise TypeError(f"max_batch_tokens={old} (deprecated) and max_row_tokens={given['max_row_tokens']}")
+        return dataclasses.replace(self, **given)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Queue and batching of the scheduler in front of the engine (``logitjudge.engine.scheduler``).
+
+    The batching defaults are the accelerator's; on a CPU the server starts from
+    ``logitjudge.server.config.CPU_BATCHING`` instead (see its docstring for the measurements).
+    """
+
+    max_queue: int = 256
+    """Requests that may wait (not counting the running batch); more are refused at once with
+    ``OverloadedError`` (529 + ``Retry-After``). At least 1."""
+
+    max_batch_tokens: int = 16_384
+    """Estimated-token budget of one engine call across requests (``estimate_tokens``; the first
+    request of a batch always runs). At least 1. Not the engine's row budget
+    (:attr:`EngineConfig.max_row_tokens`)."""
+
+    max_batch_requests: int = 64
+    """Most requests in one engine call; 1 = one request at a time. At least 1."""
+
+    def __post_init__(self) -> None:
+        if self.max_queue < 1 or self.max_batch_tokens < 1 or self.max_batch_requests < 1:
+            raise ValueError("max_queue, max_batch_tokens and max_batch_requests must be >= 1")

@@ -1,0 +1,250 @@
+"""One set of defaults: ``EngineConfig``, ``SchedulerConfig`` and ``ServerConfig`` hold them, and
+every signature and CLI flag that has a default reads it from there.
+
+Regressions pinned here: the scheduler's and the server's defaults were copied into
+``ServerConfig``, ``create_app``, ``logitjudge serve``'s flags and ``Scheduler``; the engine's into
+``Engine``, ``Engine.load``, ``Judge.load``, ``Runner`` and the CLI's model flags;
+``MAX_CHOICE_OPTIONS`` was defined twice; and one name, ``max_batch_tokens``, meant both the
+scheduler's budget across requests and the engine's packed-row size (now ``max_row_tokens``,
+with ``max_batch_tokens`` a deprecated alias).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig, SchedulerConfig
+from logitjudge.errors import UnsupportedModelError
+from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
+from logitjudge.server.limits import RequestLimits
+
+PACKAGE = Path(__file__).resolve().parents[2] / "logitjudge"
+
+
+def _defaults(fn) -> dict:
+    params = inspect.signature(fn).parameters.items()
+    return {name: p.default for name, p in params if p.default is not inspect.Parameter.empty}
+
+
+def _serve_parser() -> argparse.ArgumentParser:
+    from logitjudge.cli.serve import add_serve_parser
+
+    parser = argparse.ArgumentParser()
+    return add_serve_parser(parser.add_subparsers(dest="command"))
+
+
+def _help(parser: argparse.ArgumentParser, dest: str) -> str:
+    (action,) = [a for a in parser._actions if a.dest == dest]
+    return (action.help or "") % {"default": action.default}
+
+
+# -- the CLI reads its defaults from the configs --------------------------------------------------
+
+
+SERVE_FLAGS = {  # ServerConfig field -> the serve flag's dest
+    "max_queue": "max_queue",
+    "max_body_bytes": "max_body_bytes",
+    "drain_timeout": "drain_timeout",
+    "max_questions": "max_questions",
+    "max_items": "max_items",
+    "max_text_chars": "max_text_chars",
+}
+
+
+def test_the_serve_flags_default_to_the_server_config():
+    parser = _serve_parser()
+    args = parser.parse_args([])
+    for field, dest in SERVE_FLAGS.items():
+        assert getattr(args, dest) == getattr(ServerConfig, field), field
+    # every ServerConfig field but the keys and the device-dependent batching has a flag
+    fields = {f.name for f in dataclasses.fields(ServerConfig)}
+    assert fields - set(SERVE_FLAGS) == {"api_keys", "max_batch_tokens", "max_batch_requests"}
+    assert args.api_key == [] and ServerConfig.api_keys == ()
+    # the batching flags default to None (the device decides) and their help names both defaults
+    assert args.max_batch_tokens is None and args.max_batch_requests is None
+    tokens, requests = _help(parser, "max_batch_tokens"), _help(parser, "max_batch_requests")
+    assert f"{CPU_BATCHING[0]} on CPU" in tokens and f"{ACCELERATOR_BATCHING[0]} on GPU" in tokens
+    assert f"{CPU_BATCHING[1]} on CPU" in requests and f"{ACCELERATOR_BATCHING[1]} on GPU" in requests
+    assert "--engine-row-tokens" in tokens  # the other budget is named, not confused
+    assert "16 MiB" in _help(parser, "max_body_bytes") and ServerConfig.max_body_bytes == 16 << 20
+    assert "(default 60)" in _help(parser, "drain_timeout")
+
+
+def test_the_model_flags_default_to_the_engine_config():
+    from logitjudge.cli import add_model_args
+
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    args = parser.parse_args([])
+    for field in ("device", "dtype", "strategy", "attn"):
+        assert getattr(args, field) == getattr(EngineConfig, field), field
+    assert args.engine_row_tokens is None  # None = the engine's default, named in the help
+    assert f"default {EngineConfig.max_row_tokens}" in _help(parser, "engine_row_tokens")
+    assert all(s in _help(parser, "strategy") for s in STRATEGIES)
+    assert all(a in _help(parser, "attn") for a in ATTN_CHOICES)
+
+
+def test_the_accelerator_batching_is_the_scheduler_default():
+    assert ACCELERATOR_BATCHING == (SchedulerConfig.max_batch_tokens, SchedulerConfig.max_batch_requests)
+    assert CPU_BATCHING == (4096, 16)
+
+
+# -- the signatures read their defaults from the configs ------------------------------------------
+
+
+def test_create_app_and_the_scheduler_default_to_the_configs():
+    from logitjudge.engine.scheduler import Scheduler
+    from logitjudge.server.app import create_app
+
+    app = _defaults(create_app)
+    for field in ("api_keys", "max_queue", "max_body_bytes", "drain_timeout", "max_questions", "max_items",
+                  "max_text_chars"):
+        assert app[field] == getattr(ServerConfig, field), field
+    assert app["max_batch_tokens"] is None and app["max_batch_requests"] is None  # default_batching
+    sched = _defaults(Scheduler.__init__)
+    for f in dataclasses.fields(SchedulerConfig):
+        assert sched[f.name] == f.default == getattr(ServerConfig, f.name), f.name
+    assert (ServerConfig.max_questions, ServerConfig.max_items, ServerConfig.max_text_chars) == (
+        RequestLimits.max_questions, RequestLimits.max_items, RequestLimits.max_text_chars
+    )
+
+
+def test_the_engine_signatures_default_to_the_engine_config():
+    from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS
+    from logitjudge.engine.model import load_model
+    from logitjudge.engine.runner import Runner
+    from logitjudge.judge import Judge
+
+    runner = _defaults(Runner.__init__)
+    assert runner["max_row_tokens"] == EngineConfig.max_row_tokens
+    assert runner["dense_mask_max_tokens"] == EngineConfig.dense_mask_max_tokens == DENSE_MASK_MAX_TOKENS
+    assert _defaults(load_model) == {"device": EngineConfig.device, "dtype": EngineConfig.dtype}
+    # Judge.load: every engine argument is None = "the config's"; the config is EngineConfig()
+    load = _defaults(Judge.load.__func__)
+    engine_args = {f.name for f in dataclasses.fields(EngineConfig)} - {"dense_mask_max_tokens"}  # via config=
+    engine_args |= {"max_batch_tokens", "config"}
+    assert engine_args <= set(load) and all(load[name] is None for name in engine_args)
+
+
+def test_engine_defaults_are_written_only_in_the_configs():
+    """The default numbers appear as code only in the two config modules."""
+    literals = re.compile(r"\b(8192|8_192|16_384|16384|32_768|32768|65_536|65536)\b|16 \* 1024 \* 1024")
+    allowed = {PACKAGE / "engine" / "config.py", PACKAGE / "server" / "config.py", PACKAGE / "server" / "metrics.py"}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in allowed:  # metrics.py: Prometheus bucket bounds, not defaults
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if literals.search(code) and not code.strip().startswith(('"', "'")):
+                found.append(f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}")
+    assert found == []
+
+
+def test_max_choice_options_is_defined_once():
+    from logitjudge.engine import core, types
+    from logitjudge.contract import systemone as schemas
+
+    definitions = [
+        f"{path.relative_to(PACKAGE)}: {m.group(0)}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for m in re.finditer(r"^(MAX_CHOICE_OPTIONS|MAX_SCORE_LEVELS)\s*=.*$", path.read_text(encoding="utf-8"), re.M)
+    ]
+    assert definitions == ["engine/types.py: MAX_CHOICE_OPTIONS = 255", "engine/types.py: MAX_SCORE_LEVELS = 10"]
+    assert schemas.MAX_CHOICE_OPTIONS is core.MAX_CHOICE_OPTIONS is types.MAX_CHOICE_OPTIONS
+
+
+# -- strict configs ------------------------------------------------------------------------------
+
+
+def test_configs_refuse_what_they_cannot_run():
+    with pytest.raises(UnsupportedModelError, match="unknown strategy 'pakced'"):
+        EngineConfig(strategy="pakced")
+    with pytest.raises(UnsupportedModelError, match="unknown attention"):
+        EngineConfig(attn="flash")
+    for field in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
+        with pytest.raises(ValueError, match=field):
+            EngineConfig(**{field: 0})
+    with pytest.raises(TypeError):
+        EngineConfig().with_options(max_rows_tokens=10)  # a typo fails loudly
+    assert EngineConfig().with_options(strategy=None, max_row_tokens=None) == EngineConfig()  # None keeps
+    with pytest.raises(ValueError, match="max_queue"):
+        SchedulerConfig(max_queue=0)
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        ServerConfig(max_batch_tokens=0)  # the scheduler's rule, inherited
+    with pytest.raises(ValueError, match="max_body_bytes"):
+        ServerConfig(max_body_bytes=10)
+
+
+def test_an_unknown_strategy_is_refused_before_the_model_loads(monkeypatch):
+    from logitjudge.engine import core
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(core, "load_model", no_load)
+    with pytest.raises(UnsupportedModelError, match="unknown strategy"):
+        core.Engine.load(None, strategy="pakced")
+
+
+# -- the row budget's new name, and the old one -------------------------------------------------
+
+
+def test_max_batch_tokens_is_a_deprecated_alias_of_max_row_tokens():
+    with pytest.warns(DeprecationWarning, match="max_row_tokens") as record:
+        config = EngineConfig().with_options(max_batch_tokens=1234)
+    assert config.max_row_tokens == 1234 and record[0].filename == __file__
+    with pytest.raises(TypeError, match="max_batch_tokens"):
+        EngineConfig().with_options(max_batch_tokens=1, max_row_tokens=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the new name warns about nothing
+        assert EngineConfig().with_options(max_row_tokens=7).max_row_tokens == 7
+
+
+def test_judge_load_accepts_max_batch_tokens_with_a_warning(monkeypatch):
+    from support.scripted import ScriptedEngine
+
+    from logitjudge.engine import core
+    from logitjudge.judge import Judge
+
+    seen = []
+
+    def fake_load(cls, model=None, config=None, **options):
+        seen.append((model, config, options))
+        return ScriptedEngine()
+
+    monkeypatch.setattr(core.Engine, "load", classmethod(fake_load))
+    with pytest.warns(DeprecationWarning) as record:
+        Judge.load("m", max_batch_tokens=2048, device="cpu")
+    assert record[0].filename == __file__  # attributed to the caller of Judge.load
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Judge.load("m", max_row_tokens=2048, device="cpu")
+        Judge.load("m", config=EngineConfig(max_row_tokens=2048, device="cpu"))
+    configs = [c for _, c, _ in seen]
+    assert configs[0] == configs[1] == configs[2] == EngineConfig(max_row_tokens=2048, device="cpu")
+    assert all(options == {} for _, _, options in seen)
+
+
+def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(make_tiny):
+    engine = make_tiny("llama", max_row_tokens=1024)
+    info = engine.describe()
+    assert engine.runner.max_row_tokens == 1024 == info["max_batch_tokens"] == engine.config.max_row_tokens
+    assert set(info) == {
+        "model", "source", "device", "dtype", "cpu_native_bf16", "strategy", "attn", "dense_mask_max_tokens",
+        "prompt_version", "fingerprint", "calibration", "max_state_tokens", "max_request_tokens", "max_batch_tokens",
+    }
+    with pytest.warns(DeprecationWarning):
+        old = make_tiny("llama", max_batch_tokens=512)
+    assert old.describe()["max_batch_tokens"] == 512
+    default = make_tiny("llama")
+    assert default.describe()["max_batch_tokens"] == EngineConfig.max_row_tokens
+    assert default.describe()["max_request_tokens"] == EngineConfig.max_request_tokens
+    assert default.describe()["max_state_tokens"] == min(EngineConfig.max_state_tokens, 4096)  # the model's context
