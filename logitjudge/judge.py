@@ -61,7 +61,7 @@ def wire_to_engine(req: schemas.SystemOneRequest, *, default_rotations: int = 1)
     for q in req.questions.values():
         if isinstance(q, schemas.NoulQuestion):
             crit = q.criteria or schemas.NoulCriteria()
-            opts = (Option("true", crit.true), Option("false", crit.false))
+            opts: tuple[Option, ...] = (Option("true", crit.true), Option("false", crit.false))
             questions.append(Question("noul", q.instructions, opts))
         elif isinstance(q, schemas.ChoiceQuestion):
             opts = tuple(Option(name, desc) for name, desc in q.criteria.items())
@@ -290,4 +290,4 @@ class Judge:
 
     def describe(self) -> dict[str, Any]:
         """Model, device, dtype, strategy and limits, for ``/healthz`` and benchmark records."""
-        return dict(self.engine.describe())
+        return {**self.engine.describe(), "default_rotations": self.default_rotations}

@@ -15,7 +15,18 @@ from typing import Any
 from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig
 from logitjudge.errors import LogitJudgeError
 
-__all__ = ["add_model_args", "load_judge", "error_json", "fail"]
+__all__ = ["add_model_args", "load_judge", "error_json", "fail", "positive_int"]
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 1 (so ``--rotations 0`` is exit 2, not a silent run)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -45,7 +56,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--engine-row-tokens",
-        type=int,
+        type=positive_int,
         default=None,
         help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens, "
         f"reported as max_batch_tokens; default {EngineConfig.max_row_tokens}); "
@@ -53,7 +64,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--rotations",
-        type=int,
+        type=positive_int,
         default=None,
         help="option-order rotations for choice/score questions when a request has no x_rotations (default 1 = off)",
     )

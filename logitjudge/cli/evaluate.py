@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, load_judge
+from logitjudge.cli.common import add_model_args, load_judge, positive_int
 from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
@@ -68,7 +68,7 @@ __all__ = ["add_evaluate_parser", "run_evaluate", "main"]
 
 RUN_RECORD_FORMAT = "logitjudge-evaluate-run/1"
 
-ENGINE_KEYS = ("model", "fingerprint", "prompt_version", "dtype", "calibration")
+ENGINE_KEYS = ("model", "fingerprint", "prompt_version", "dtype", "calibration", "default_rotations")
 """What identifies the engine behind a results file: the same keys give the same answers."""
 
 TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -109,8 +109,8 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--summary", default=None, help="summary JSON path (default: <out>.summary.json)")
     p.add_argument("--report", default=None, help="write a self-contained HTML report here")
-    p.add_argument("--limit", type=int, default=None, help="use only the first N rows of the file")
-    p.add_argument("--batch-size", type=int, default=4, help="items per engine call (default 4)")
+    p.add_argument("--limit", type=positive_int, default=None, help="use only the first N rows of the file")
+    p.add_argument("--batch-size", type=positive_int, default=4, help="items per engine call (default 4)")
     p.add_argument(
         "--threshold",
         action="append",
@@ -147,7 +147,10 @@ def _parse_thresholds(values: Sequence[str]) -> dict[str, float]:
         name, sep, num = v.partition("=")
         if not sep:
             raise ValueError(f"--threshold {v!r}: expected NAME=VALUE")
-        out[name.strip()] = float(num)
+        try:
+            out[name.strip()] = float(num)
+        except ValueError:
+            raise ValueError(f"--threshold {v!r}: {num!r} is not a number") from None
     return out
 
 
@@ -352,6 +355,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             f"{args.data}: duplicate ids (resuming needs unique ids): {', '.join(sorted(set(dupes))[:5])}"
         )
     out = Path(args.out)
+    if out.is_dir():
+        return _fail(f"--out {out}: is a directory; give the results file's path")
+    if out.exists() and Path(args.data).exists() and out.resolve() == Path(args.data).resolve():
+        return _fail(f"--out {out} is the data file itself; results go to another file")
     summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
     selection = _selection_record(registry, names, fixed, rows, thresholds)
     model_flags = _model_flags(args)

@@ -21,7 +21,8 @@ import logging
 import signal
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, load_judge
+from logitjudge.cli.common import add_model_args, fail, load_judge, positive_int
+from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 
 __all__ = ["add_serve_parser", "run_serve", "resolve_api_keys"]
@@ -39,6 +40,14 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+def _port(text: str) -> int:
+    """An ``argparse`` type: a TCP port, 1..65535."""
+    port = positive_int(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1-65535, got {port}")
+    return port
+
+
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``serve`` sub-command to an ``argparse`` sub-parsers object; returns its parser."""
     p = subparsers.add_parser(
@@ -47,7 +56,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Serve POST /v1/systemone, GET /v1/models, /healthz, /metrics and /docs.",
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: loopback only)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default 8000)")
     p.add_argument(
         "--api-key",
         action="append",
@@ -65,46 +74,46 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     # Defaults and their help come from ServerConfig (the one set of server defaults).
     p.add_argument(
         "--max-queue",
-        type=int,
+        type=positive_int,
         default=ServerConfig.max_queue,
         help="requests that may wait; more get 529 (default %(default)s)",
     )
     p.add_argument(
         "--max-batch-tokens",
-        type=int,
+        type=positive_int,
         default=None,
         help="the scheduler's estimated-token budget of one engine call across requests (default: "
         f"{CPU_BATCHING[0]} on CPU, {ACCELERATOR_BATCHING[0]} on GPU); the engine's row budget is --engine-row-tokens",
     )
     p.add_argument(
         "--max-batch-requests",
-        type=int,
+        type=positive_int,
         default=None,
         help="most requests per engine call; 1 = no batching "
         f"(default: {CPU_BATCHING[1]} on CPU, {ACCELERATOR_BATCHING[1]} on GPU)",
     )
     p.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=positive_int,
         default=ServerConfig.max_body_bytes,
         help="largest request body after zstd decoding; larger gets 413 "
         f"(default {_size(ServerConfig.max_body_bytes)})",
     )
     p.add_argument(
         "--max-questions",
-        type=int,
+        type=positive_int,
         default=ServerConfig.max_questions,
         help="questions per request (and per evaluate item); more gets 422 (default %(default)s)",
     )
     p.add_argument(
         "--max-items",
-        type=int,
+        type=positive_int,
         default=ServerConfig.max_items,
         help="items per POST /api/v1/evaluate batch; more gets 422 (default %(default)s)",
     )
     p.add_argument(
         "--max-text-chars",
-        type=int,
+        type=positive_int,
         default=ServerConfig.max_text_chars,
         help="characters in any one string of a request; more gets 422 (default %(default)s)",
     )
@@ -151,8 +160,29 @@ def run_serve(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
-    keys = resolve_api_keys(args)
-    judge = load_judge(args)
+    # Everything that can be refused is refused before the model loads (exit 2, no traceback).
+    try:
+        keys = resolve_api_keys(args)
+    except OSError as exc:
+        return fail(f"--api-keys-file: cannot read the keys: {exc}")
+    server_options = {
+        "max_queue": args.max_queue,
+        "max_body_bytes": args.max_body_bytes,
+        "drain_timeout": args.drain_timeout,
+        "max_questions": args.max_questions,
+        "max_items": args.max_items,
+        "max_text_chars": args.max_text_chars,
+    }
+    try:
+        ServerConfig(api_keys=keys, **server_options)
+    except ValueError as exc:
+        return fail(f"serve: {exc}")
+    try:
+        judge = load_judge(args)
+    except RequestError as exc:  # a bad --model, --device, --dtype, --calibration
+        return fail(f"cannot load the model: {exc.message}", exc.error_type)
+    except LogitJudgeError as exc:
+        return fail(f"cannot load the model: {exc.message}", exc.error_type, status=1)
     app = create_app(
         judge,
         api_keys=keys,

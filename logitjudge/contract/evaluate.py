@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -43,13 +44,15 @@ ITEM_FIELDS: tuple[str, ...] = (*DATA_FIELDS, "question")
 FieldName = Literal["input", "output", "expected", "context", "question"]
 
 def is_present(value: Any) -> bool:
-    """True unless ``value`` is blank: None, a string that is empty after stripping whitespace, or
+    """True unless ``value`` is blank: None, a string of only whitespace and invisible format
+    characters (``"\u200b"``, ``"\ufeff"``; Unicode category Cf), or
     a list or object whose every element is blank (``[""]``, ``{"a": " "}``). Numbers and booleans
     inside an object are present."""
     if value is None:
         return False
     if isinstance(value, str):
-        return value.strip() != ""
+        # whitespace and invisible format characters (zero-width space, BOM, joiners: category Cf)
+        return any(not (c.isspace() or unicodedata.category(c) == "Cf") for c in value)
     if isinstance(value, list):
         return any(is_present(v) for v in value)
     if isinstance(value, dict):

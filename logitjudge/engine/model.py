@@ -148,10 +148,17 @@ def convert_gguf(gguf: Path) -> Path:
 
 
 def resolve_device(device: str) -> torch.device:
-    """``"auto"`` -> ``cuda`` when available, else ``cpu``; anything else as torch reads it."""
+    """``"auto"`` -> ``cuda`` when available, else ``cpu``; anything else as torch reads it.
+
+    Raises:
+        UnsupportedModelError: torch does not know the device (e.g. ``"tpu"``).
+    """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise UnsupportedModelError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N") from None
 
 
 def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 import torch
 
 from logitjudge.engine.prompt import View
+from logitjudge.engine.types import QuestionType
 
 
 @dataclass(frozen=True)
 class QuestionPlan:
     """A question's type and views (one, or several rotations)."""
 
-    type: str
+    type: QuestionType
     views: tuple[View, ...]
     n_options: int
 

@@ -300,7 +300,9 @@ class Runner:
         return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_rows(self, plans: list[RequestPlan]) -> Reads:
-        hidden, labels, run = [], [], 0
+        hidden: list[Any] = []
+        labels: list[Any] = []
+        run = 0
         for i, plan in enumerate(plans):
             cache = self._prefix_cache(plan)
             rows, reads_local = _rows_of(plan, i)
@@ -349,7 +351,9 @@ class Runner:
         return torch.cat(steps, dim=1)
 
     def _separate(self, plans: list[RequestPlan]) -> Reads:
-        hidden, labels, run = [], [], 0
+        hidden: list[Any] = []
+        labels: list[Any] = []
+        run = 0
         for i, plan in enumerate(plans):
             rows, reads_local = _rows_of(plan, i)
             base = sum(h.shape[0] for h in hidden)

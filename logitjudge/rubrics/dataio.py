@@ -150,6 +150,8 @@ def read_rows(path: str | Path, *, limit: int | None = None) -> list[dict[str, A
     p = Path(path)
     if not p.exists():
         raise DataError(f"{p}: no such file")
+    if p.is_dir():
+        raise DataError(f"{p}: is a directory, not a data file")
     suffix = p.suffix.lower()
     rows: Iterator[dict[str, Any]]
     if suffix in (".csv", ".tsv"):
@@ -159,10 +161,13 @@ def read_rows(path: str | Path, *, limit: int | None = None) -> list[dict[str, A
     else:
         rows = _read_jsonl(p)
     out: list[dict[str, Any]] = []
-    for row in rows:
-        if limit is not None and len(out) >= limit:
-            break
-        out.append(row)
+    try:
+        for row in rows:
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(row)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return out
 
 

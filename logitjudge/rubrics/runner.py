@@ -85,8 +85,8 @@ def plan_item(
     blank = item.blank_chunks()
     if blank and strict:
         raise InvalidRequestError(
-            f"context[{blank[0]}]: the chunk is empty after stripping whitespace; a blank chunk is never evidence "
-            "(remove it, or send no context)",
+            f"context[{blank[0]}]: the chunk is blank (only whitespace or invisible characters); "
+            "a blank chunk is never evidence (remove it, or send no context)",
             field=(*field_prefix, "context", blank[0]),
         )
     for sel in selection:
@@ -94,7 +94,9 @@ def plan_item(
         plan.order.append(defn.name)
         if blank and "context" in (*defn.required, *defn.optional):
             plan.early[defn.name] = errored(
-                defn, f"context[{blank[0]}] is empty after stripping whitespace; a blank chunk is never evidence"
+                defn,
+                f"context[{blank[0]}] is blank (only whitespace or invisible characters); "
+                "a blank chunk is never evidence",
             )
             continue
         missing = [f for f in defn.required if not item.has(f)]

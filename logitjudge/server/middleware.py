@@ -140,7 +140,8 @@ class BodyMiddleware:
     - ``zstd`` bodies are decompressed and passed on without the ``Content-Encoding`` header
       (typesafe-sdk 0.7.5 compresses bodies of 1 KiB and more; spec A.2 T10). ``identity`` is
       passed through; any other encoding gets 415; a body that is not zstd gets the 422
-      ``json_invalid`` of every unreadable body (``logitjudge.server.errors``).
+      ``json_invalid`` of every unreadable body (``logitjudge.server.errors``); so does a body
+      (decoded) that is not UTF-8 (UTF-16/32 included: JSON bodies are UTF-8, RFC 8259 8.1).
     - ``multipart/form-data`` on ``POST /v1/systemone`` (the SDK's image assets, T11) gets 400
       ``api_usage_error``: this is a text-only engine.
 
@@ -197,6 +198,23 @@ class BodyMiddleware:
                 if k.lower() not in (b"content-encoding", b"content-length")
             ]
             scope = {**scope, "headers": [*raw, (b"content-length", str(len(body)).encode("ascii"))]}
+
+        # JSON bodies are UTF-8 (RFC 8259 8.1): json.loads(bytes) would also guess UTF-16/32 from
+        # a byte-order mark and accept them, whatever the docs say; refuse anything else here.
+        # A NUL byte is never in UTF-8 JSON text (controls are escaped), and is how UTF-16/32
+        # without a byte-order mark look.
+        if body:
+            why = None
+            if b"\x00" in body:
+                why = f"the body is not valid UTF-8 JSON (a NUL byte at byte {bytes(body).index(0)}: UTF-16 or UTF-32?)"
+            else:
+                try:
+                    bytes(body).decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    why = f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            if why is not None:
+                await _refuse(UnreadableBodyError(why), scope, receive, send)
+                return
 
         replayed = False
 

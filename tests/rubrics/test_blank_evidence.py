@@ -28,7 +28,14 @@ def client(default_judge):
 
 @pytest.mark.parametrize(
     "context,index",
-    [([""], 0), (["   \n\t"], 0), (["The tower is in Paris.", " "], 1), (["Paris.", {"text": "  "}], 1)],
+    [
+        ([""], 0),
+        (["   \n\t"], 0),
+        (["The tower is in Paris.", " "], 1),
+        (["Paris.", {"text": "  "}], 1),
+        (["\u200b"], 0),  # invisible format characters are blank too (a new user's report)
+        (["Paris.", "\ufeff\u2063\u200d"], 1),
+    ],
 )
 @pytest.mark.parametrize("evaluators", [["faithfulness"], ["chunk_support"], ["RAG"]])
 def test_blank_chunk_is_a_422_naming_the_chunk(client, context, index, evaluators):
