@@ -209,8 +209,10 @@ def fuzz(app: Any, *, examples: int, seed: int = 7, evaluators: list[str] | None
 def scripted_app() -> Any:
     """The app the fuzz runs against: the real server over the scripted engine."""
     from logitjudge import Judge
+
     sys.path.insert(0, str(ROOT / "tests"))  # the scripted engine is a test helper (tests/support)
     from support.scripted import ScriptedEngine
+
     from logitjudge.server.app import create_app
 
     return create_app(Judge(ScriptedEngine()))

@@ -151,9 +151,7 @@ def build_model(size: str, device: torch.device, dtype: torch.dtype) -> Any:
     return model.eval().requires_grad_(False)
 
 
-def engine_for(
-    model: Any, tokenizer: Any, name: str, device: torch.device, dtype: torch.dtype, attn: str
-) -> Engine:
+def engine_for(model: Any, tokenizer: Any, name: str, device: torch.device, dtype: torch.dtype, attn: str) -> Engine:
     lm = LoadedModel(model, tokenizer, name, f"config:{name}", device, dtype, f"random-{name}")
     return Engine(lm, attn=attn, max_request_tokens=1 << 20)
 
@@ -276,9 +274,7 @@ def parity(tokenizer: Any, device: torch.device, attn: str) -> list[dict[str, An
                         layer_types=["sliding_attention", "full_attention"] * 2,
                     )
                 )
-            engine = engine_for(
-                model.to(device, dtype).eval(), tokenizer, f"tiny-{kind}", device, dtype, attn
-            )
+            engine = engine_for(model.to(device, dtype).eval(), tokenizer, f"tiny-{kind}", device, dtype, attn)
             plan = engine.plan(request)
             ref = engine.run_plans([plan], "separate")[0]
             for strategy in (engine.strategy, "prefix_rows"):
@@ -319,9 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="state tokens of scenario long (default 32768; 1024 on CPU)",
     )
-    p.add_argument(
-        "--long-questions", type=int, default=None, help="questions of scenario long (default 64; 8 on CPU)"
-    )
+    p.add_argument("--long-questions", type=int, default=None, help="questions of scenario long (default 64; 8 on CPU)")
     p.add_argument("--short-tokens", type=int, default=300)
     p.add_argument("--short-questions", type=int, default=6)
     p.add_argument(
@@ -330,13 +324,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="timed runs of short (default 30 on CUDA, 5 on CPU); long runs a third",
     )
-    p.add_argument(
-        "--budget-s", type=float, default=480.0, help="skip remaining timings after this many seconds"
-    )
+    p.add_argument("--budget-s", type=float, default=480.0, help="skip remaining timings after this many seconds")
     p.add_argument("--skip-parity", action="store_true")
-    p.add_argument(
-        "--out", default=str(ROOT / "benchmarks" / "results"), help="directory for gpu-<date>.json"
-    )
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="directory for gpu-<date>.json")
     args = p.parse_args(argv)
     t_start = time.perf_counter()
 

@@ -78,15 +78,11 @@ def unescaped(judge: Any) -> Any:
 def answer_vectors(judge: Any, states: list[str]) -> list[list[float]]:
     """Per state: [P(yes), 3 choice probabilities, 3 score probabilities], in one batched call."""
     out = []
-    for response in judge.ask_many(
-        [{"model": "jev-latest", "state": s, "questions": QUESTIONS} for s in states]
-    ):
+    for response in judge.ask_many([{"model": "jev-latest", "state": s, "questions": QUESTIONS} for s in states]):
         if not isinstance(response, dict):
             raise response
         a = response["answers"]
-        out.append(
-            [a["refund"]["noul"], *a["team"]["probabilities"].values(), *a["anger"]["probabilities"].values()]
-        )
+        out.append([a["refund"]["noul"], *a["team"]["probabilities"].values(), *a["anger"]["probabilities"].values()])
     return out
 
 

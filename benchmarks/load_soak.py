@@ -46,7 +46,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-from serve_load import QUESTIONS  # the same ticket questions as the load benchmark (same folder)
+from serve_load import QUESTIONS  # noqa: E402  the same ticket questions as the load benchmark (same folder)
 
 SMALL = "The parcel arrived broken and I want my money back."
 LARGE = " ".join(
@@ -180,9 +180,7 @@ def main() -> int:
         dp = max(
             abs(a - b)
             for qid in ("refund", "team", "anger")
-            for a, b in zip(
-                _probs(reference["answers"][qid]), _probs(after_json["answers"][qid]), strict=True
-            )
+            for a, b in zip(_probs(reference["answers"][qid]), _probs(after_json["answers"][qid]), strict=True)
         )
         health_after = httpx.get(f"{url}/healthz").json()
     finally:

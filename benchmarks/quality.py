@@ -281,8 +281,13 @@ def _chunk_figures(name: str, rows: Sequence[Mapping[str, Any]], resamples: int,
         n,
     )
     majority, _ = Counter(gold.tolist()).most_common(1)[0]
-    figs.add("majority_baseline_accuracy", float((gold == majority).mean()), _mean((gold == majority) * 1.0), n,
-             label=majority)
+    figs.add(
+        "majority_baseline_accuracy",
+        float((gold == majority).mean()),
+        _mean((gold == majority) * 1.0),
+        n,
+        label=majority,
+    )
     if len(samples) == n:  # one 3-way distribution per chunk, in the same order
         _distribution_figures(figs, samples, n)
     return figs.out
@@ -593,17 +598,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="rows per set (stratified sample); default all")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sample and of the bootstrap")
     ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per figure")
-    ap.add_argument(
-        "--rotations", type=int, default=1, help="option-order rotations for choice/score (1 = off)"
-    )
+    ap.add_argument("--rotations", type=int, default=1, help="option-order rotations for choice/score (1 = off)")
     ap.add_argument("--calibration", default=None, help="apply this calibration file")
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: every set)")
     ap.add_argument("--tag", default=None, help="suffix of the output file names")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--data", default=str(DATA), help="folder of <set>/dev.jsonl")
     ap.add_argument("--out-dir", default=str(RESULTS))
-    ap.add_argument("--rebuild", default=None, metavar="JSON",
-                    help="recompute metrics and the tables of an earlier run from its stored items (no model)")
+    ap.add_argument(
+        "--rebuild",
+        default=None,
+        metavar="JSON",
+        help="recompute metrics and the tables of an earlier run from its stored items (no model)",
+    )
     args = ap.parse_args(argv)
     if args.rebuild:
         path = Path(args.rebuild)
@@ -625,9 +632,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     engine = json.loads(json.dumps(judge.describe(), default=str))
     wanted = set(args.sets.split(",")) if args.sets else None
-    paths = sorted(
-        p for p in Path(args.data).glob("*/dev.jsonl") if wanted is None or p.parent.name in wanted
-    )
+    paths = sorted(p for p in Path(args.data).glob("*/dev.jsonl") if wanted is None or p.parent.name in wanted)
     if wanted and len(paths) != len(wanted):
         ap.error(f"unknown sets: {sorted(wanted - {p.parent.name for p in paths})}")
     stem = f"quality-{engine['model']}" + (f"-{args.tag}" if args.tag else "")

@@ -30,22 +30,34 @@ def compare(base: dict[str, Any], run: dict[str, Any]) -> list[dict[str, Any]]:
         ids = {r["id"] for r in rows}
         base_rows = [r for r in base["items"].get(set_name, []) if r["id"] in ids]
         if len(base_rows) != len(rows):
-            print(f"{set_name}: {len(rows) - len(base_rows)} items of the K={k} run are not in the K=1 run; skipped",
-                  file=sys.stderr)
+            print(
+                f"{set_name}: {len(rows) - len(base_rows)} items of the K={k} run are not in the K=1 run; skipped",
+                file=sys.stderr,
+            )
             continue
         before = {m["group"]: m for m in group_metrics(set_name, base_rows)}
         for m in group_metrics(set_name, rows):
             if m["group"] not in ROTATING or m["group"] not in before:
                 continue
             b = before[m["group"]]
-            out.append({
-                "set": set_name, "group": m["group"], "n": m["n"], "rotations": k,
-                "accuracy_k1": b["accuracy"], "accuracy_k": m["accuracy"],
-                "ece_k1": b["ece"], "ece_k": m["ece"], "brier_k1": b["brier"], "brier_k": m["brier"],
-                "tokens_k1": b["tokens_per_item"], "tokens_k": m["tokens_per_item"],
-                "items_per_s_k1": base["sets"][set_name]["items_per_s"],
-                "items_per_s_k": run["sets"][set_name]["items_per_s"],
-            })
+            out.append(
+                {
+                    "set": set_name,
+                    "group": m["group"],
+                    "n": m["n"],
+                    "rotations": k,
+                    "accuracy_k1": b["accuracy"],
+                    "accuracy_k": m["accuracy"],
+                    "ece_k1": b["ece"],
+                    "ece_k": m["ece"],
+                    "brier_k1": b["brier"],
+                    "brier_k": m["brier"],
+                    "tokens_k1": b["tokens_per_item"],
+                    "tokens_k": m["tokens_per_item"],
+                    "items_per_s_k1": base["sets"][set_name]["items_per_s"],
+                    "items_per_s_k": run["sets"][set_name]["items_per_s"],
+                }
+            )
     return out
 
 

@@ -208,9 +208,7 @@ def main() -> int:
                 }
                 table.append(row)
                 per_request += [{"mode": mode, "clients": clients, **r} for r in rows]
-                print(
-                    f"  {mode:>13} {clients:>3} clients: {row['requests_per_s']:.2f} req/s", file=sys.stderr
-                )
+                print(f"  {mode:>13} {clients:>3} clients: {row['requests_per_s']:.2f} req/s", file=sys.stderr)
         finally:
             stop_server(proc)
 

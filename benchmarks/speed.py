@@ -49,14 +49,29 @@ def questions(n: int) -> tuple[Question, ...]:
     kinds = []
     for i in range(n):
         if i % 3 == 0:
-            kinds.append(Question("noul", f"Does the text mention event number {i} or anything like it?",
-                                  (Option("true"), Option("false"))))
+            kinds.append(
+                Question(
+                    "noul",
+                    f"Does the text mention event number {i} or anything like it?",
+                    (Option("true"), Option("false")),
+                )
+            )
         elif i % 3 == 1:
-            kinds.append(Question("choice", f"Which topic fits paragraph {i} best?",
-                                  tuple(Option(n) for n in ["politics", "sport", "business", "science"])))
+            kinds.append(
+                Question(
+                    "choice",
+                    f"Which topic fits paragraph {i} best?",
+                    tuple(Option(n) for n in ["politics", "sport", "business", "science"]),
+                )
+            )
         else:
-            kinds.append(Question("score", f"How clearly is claim {i} supported?",
-                                  tuple(Option(str(k), t) for k, t in enumerate(["not", "partly", "mostly", "fully"]))))
+            kinds.append(
+                Question(
+                    "score",
+                    f"How clearly is claim {i} supported?",
+                    tuple(Option(str(k), t) for k, t in enumerate(["not", "partly", "mostly", "fully"])),
+                )
+            )
     return tuple(kinds)
 
 
@@ -81,19 +96,27 @@ def main() -> None:
     ap.add_argument("--states", default="300,2000")
     ap.add_argument("--questions", default="4,16,64")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--naive-once-above", type=int, default=30_000,
-                    help="time the naive way once (not --repeats times) above this many tokens")
-    ap.add_argument("--naive-max-tokens", type=int, default=10**9,
-                    help="skip the naive way (report null) above this many tokens")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="torch CPU threads (default: torch's choice); 1 is steadiest on a shared machine")
+    ap.add_argument(
+        "--naive-once-above",
+        type=int,
+        default=30_000,
+        help="time the naive way once (not --repeats times) above this many tokens",
+    )
+    ap.add_argument(
+        "--naive-max-tokens", type=int, default=10**9, help="skip the naive way (report null) above this many tokens"
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice); 1 is steadiest on a shared machine",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, self_check=False,
-                         max_row_tokens=1 << 20)
+    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, self_check=False, max_row_tokens=1 << 20)
     engine.run_plans([engine.plan(EngineRequest(state_of(engine, 64), questions(2)))])  # warm-up
     rows = []
     for s in [int(x) for x in args.states.split(",")]:
@@ -102,16 +125,22 @@ def main() -> None:
             plan = engine.plan(EngineRequest(state, questions(n)))
             packed_tokens = plan.n_tokens
             naive_tokens = n * len(plan.prefix) + (packed_tokens - len(plan.prefix))
-            row = {"state_tokens": len(plan.prefix), "questions": n, "packed_tokens": packed_tokens,
-                   "naive_tokens": naive_tokens}
+            row = {
+                "state_tokens": len(plan.prefix),
+                "questions": n,
+                "packed_tokens": packed_tokens,
+                "naive_tokens": naive_tokens,
+            }
             ids = torch.randint(100, 1000, (1, packed_tokens))
 
-            def plain() -> None:
+            def plain(ids: torch.Tensor = ids) -> None:
                 with torch.inference_mode():
                     engine.runner.decoder(input_ids=ids.to(engine.lm.device))
 
-            fns = {st: (lambda st=st: engine.run_plans([plan], st))
-                   for st in ("packed", "prefix_packed", "prefix_rows", "separate")}
+            fns = {
+                st: (lambda st=st, plan=plan: engine.run_plans([plan], st))
+                for st in ("packed", "prefix_packed", "prefix_rows", "separate")
+            }
             fns["plain"] = plain
             repeats = {k: args.repeats for k in fns}
             if naive_tokens > args.naive_once_above:  # minutes per run on 2 CPU cores: once
@@ -135,11 +164,16 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
     """Write the JSON record and the markdown table (after every row); return the table."""
     device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
     record = {
-        "command": "python benchmarks/speed.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
+        "command": "python benchmarks/speed.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
         "engine": engine.describe(),
-        "environment": {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-                        "threads": torch.get_num_threads(),
-                        "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor()},
+        "environment": {
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "threads": torch.get_num_threads(),
+            "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
+        },
         "rows": rows,
     }
     RESULTS.mkdir(exist_ok=True)
@@ -150,18 +184,22 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
     return table
 
 
-HEADER = ("| state | N | packed tok | naive tok | token ratio | naive s | packed s | prefix_packed s | prefix_rows s "
-          "| plain s | speed-up | speed-up / token ratio | packed / plain |")
+HEADER = (
+    "| state | N | packed tok | naive tok | token ratio | naive s | packed s | prefix_packed s | prefix_rows s "
+    "| plain s | speed-up | speed-up / token ratio | packed / plain |"
+)
 
 
 def fmt_row(r: dict) -> str:
     def f(x: float | None, spec: str = ".3f", suffix: str = "") -> str:
         return "not run" if x is None else f"{x:{spec}}{suffix}"
 
-    return (f"| {r['state_tokens']} | {r['questions']} | {r['packed_tokens']} | {r['naive_tokens']} | "
-            f"{r['token_ratio']:.2f} | {f(r['separate_s'])} | {r['packed_s']:.3f} | {r['prefix_packed_s']:.3f} | "
-            f"{r['prefix_rows_s']:.3f} | {r['plain_s']:.3f} | {f(r['speedup_vs_naive'], '.2f', 'x')} | "
-            f"{f(r['speedup_over_token_ratio'], '.2f')} | {r['packed_over_plain']:.2f} |")
+    return (
+        f"| {r['state_tokens']} | {r['questions']} | {r['packed_tokens']} | {r['naive_tokens']} | "
+        f"{r['token_ratio']:.2f} | {f(r['separate_s'])} | {r['packed_s']:.3f} | {r['prefix_packed_s']:.3f} | "
+        f"{r['prefix_rows_s']:.3f} | {r['plain_s']:.3f} | {f(r['speedup_vs_naive'], '.2f', 'x')} | "
+        f"{f(r['speedup_over_token_ratio'], '.2f')} | {r['packed_over_plain']:.2f} |"
+    )
 
 
 def markdown(rows: list[dict]) -> str:

@@ -160,9 +160,7 @@ class ContextOverflowError(RequestError):
 
     error_type = "request_too_large"
 
-    def __init__(
-        self, message: str, *, part: str, tokens: int, limit: int, field: Sequence[str | int] = ()
-    ) -> None:
+    def __init__(self, message: str, *, part: str, tokens: int, limit: int, field: Sequence[str | int] = ()) -> None:
         super().__init__(message, field=field)
         self.part = part
         self.tokens = tokens

@@ -117,7 +117,7 @@ def test_no_import_cycle_between_modules():
             if dep == "logitjudge" or dep.startswith(node + "."):
                 continue  # a package's __init__ re-exporting its own modules is not a cycle
             if state.get(dep) == 1:
-                cycles.append([*stack[stack.index(dep):], dep])
+                cycles.append([*stack[stack.index(dep) :], dep])
             elif dep not in state:
                 visit(dep, [*stack, dep])
         state[node] = 2

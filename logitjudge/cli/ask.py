@@ -56,5 +56,3 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(response, ensure_ascii=False, indent=2 if args.pretty else None, allow_nan=False))
     return 0
-
-

@@ -171,7 +171,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail("these distributions were produced under a calibration; fit on uncalibrated runs")
     fitted_for: dict[str, Any] | None = engines[0] if engines else None
     if pending or fitted_for is None:
-
         if getattr(args, "calibration", None):
             return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
         try:
@@ -179,16 +178,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
         except LogitJudgeError as exc:
             return _fail(f"cannot load the model: {exc.message}", 1)
         described = judge.describe()
-        if fitted_for is not None and any(
-            fitted_for.get(k) != described.get(k) for k in ("fingerprint", "dtype")
-        ):
+        if fitted_for is not None and any(fitted_for.get(k) != described.get(k) for k in ("fingerprint", "dtype")):
             return _fail("the result rows come from another model or dtype than --model")
         fitted_for = described
         if pending:
             rows += _run_data_rows(judge, pending, args.batch_size)
-    if any(
-        e.get(k) != fitted_for.get(k) for e in engines for k in ("fingerprint", "prompt_version", "dtype")
-    ):
+    if any(e.get(k) != fitted_for.get(k) for e in engines for k in ("fingerprint", "prompt_version", "dtype")):
         return _fail("the inputs come from different engines (fingerprint, prompt version or dtype differ)")
     seen: set[str] = set()
     unique = []

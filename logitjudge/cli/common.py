@@ -37,9 +37,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="local model dir, .gguf file or cached id (default: embedded SmolLM2-135M-Instruct)",
     )
     p.add_argument("--device", default=EngineConfig.device, help="auto, cpu, cuda, cuda:N (default %(default)s)")
-    p.add_argument(
-        "--dtype", default=EngineConfig.dtype, help="auto, float32, bfloat16, float16 (default %(default)s)"
-    )
+    p.add_argument("--dtype", default=EngineConfig.dtype, help="auto, float32, bfloat16, float16 (default %(default)s)")
     p.add_argument(
         "--strategy", default=EngineConfig.strategy, help=f"auto, {', '.join(STRATEGIES)} (default %(default)s)"
     )
@@ -120,5 +118,3 @@ def error_json(exc: LogitJudgeError) -> str:
 def fail(message: str, error_type: str = "invalid_request_error", status: int = 2) -> int:
     print(json.dumps({"detail": {"error_type": error_type, "message": message}}, ensure_ascii=False), file=sys.stderr)
     return status
-
-

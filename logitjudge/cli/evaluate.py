@@ -186,11 +186,7 @@ def print_table(summary: dict[str, EvaluatorSummary]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    shown = [
-        (key, title)
-        for key, title in TABLE_COLUMNS
-        if any(s.value(key) is not None for s in summary.values())
-    ]
+    shown = [(key, title) for key, title in TABLE_COLUMNS if any(s.value(key) is not None for s in summary.values())]
     table = Table(title="logitjudge evaluate: summary")
     for col in ("evaluator", "n", "skipped", "errors", *(t for _, t in shown)):
         table.add_column(col, justify="left" if col == "evaluator" else "right")
@@ -201,9 +197,7 @@ def print_table(summary: dict[str, EvaluatorSummary]) -> None:
     Console(file=sys.stdout, width=200).print(table)
     for name, s in summary.items():
         extra = [
-            m
-            for m in s.metrics
-            if m.name.startswith(("accuracy_", "mae_", "gold_unknown")) and m.value is not None
+            m for m in s.metrics if m.name.startswith(("accuracy_", "mae_", "gold_unknown")) and m.value is not None
         ]
         if name == "typed_question" and extra:
             print("typed_question: " + ", ".join(f"{m.name}={m.value:.3f} (n={m.n})" for m in extra))
@@ -351,9 +345,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     seen: set[str] = set()
     dupes = [i for i in ids if i in seen or seen.add(i)]  # type: ignore[func-returns-value]
     if dupes:
-        return _fail(
-            f"{args.data}: duplicate ids (resuming needs unique ids): {', '.join(sorted(set(dupes))[:5])}"
-        )
+        return _fail(f"{args.data}: duplicate ids (resuming needs unique ids): {', '.join(sorted(set(dupes))[:5])}")
     out = Path(args.out)
     if out.is_dir():
         return _fail(f"--out {out}: is a directory; give the results file's path")

@@ -156,9 +156,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from logitjudge.server.app import create_app
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("logitjudge").setLevel(args.log_level.upper())  # also under the main CLI's config
     # Everything that can be refused is refused before the model loads (exit 2, no traceback).
     try:

@@ -43,6 +43,7 @@ ITEM_FIELDS: tuple[str, ...] = (*DATA_FIELDS, "question")
 
 FieldName = Literal["input", "output", "expected", "context", "question"]
 
+
 def is_present(value: Any) -> bool:
     """True unless ``value`` is blank: None, a string of only whitespace and invisible format
     characters (``"\u200b"``, ``"\ufeff"``; Unicode category Cf), or
@@ -114,8 +115,6 @@ class Item(BaseModel):
             if self.has(field):
                 out[field] = self.chunks() if field == "context" else getattr(self, field)
         return out
-
-
 
 
 class _Out(BaseModel):

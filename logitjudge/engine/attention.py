@@ -127,9 +127,7 @@ def flex_block_mask(row: PackedRow, window: int | None, device: torch.device) ->
 
     def lists(flags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         count = flags.sum(-1).to(torch.int32)  # (nb,)
-        order = torch.argsort((~flags).to(torch.int8), dim=-1, stable=True).to(
-            torch.int32
-        )  # (nb, nb) set tiles first
+        order = torch.argsort((~flags).to(torch.int8), dim=-1, stable=True).to(torch.int32)  # (nb, nb) set tiles first
         return count[None, None], order[None, None]  # (1, 1, nb), (1, 1, nb, nb)
 
     kv_num, kv_idx = lists(partial)

@@ -153,9 +153,7 @@ def _nll(params: np.ndarray, logp: np.ndarray, gold: np.ndarray, with_bias: bool
     return float((lse - z[np.arange(len(gold)), gold]).mean())
 
 
-def fit_scaling(
-    samples: Sequence[LabelledDistribution], *, allow_bias: bool = True
-) -> tuple[Scaling, dict[str, Any]]:
+def fit_scaling(samples: Sequence[LabelledDistribution], *, allow_bias: bool = True) -> tuple[Scaling, dict[str, Any]]:
     """Fit one bucket's scaling by minimising NLL (scipy L-BFGS-B within the clamp ranges).
 
     Args:
@@ -246,9 +244,7 @@ def cross_validated_nll(
     return before / len(samples), after / len(samples)
 
 
-def _fit_checked(
-    group: Sequence[LabelledDistribution], allow_bias: bool
-) -> tuple[Scaling | None, dict[str, Any]]:
+def _fit_checked(group: Sequence[LabelledDistribution], allow_bias: bool) -> tuple[Scaling | None, dict[str, Any]]:
     """Fit one bucket; None (identity) unless it lowers the out-of-fold NLL by MIN_NLL_GAIN."""
     scaling, record = fit_scaling(group, allow_bias=allow_bias)
     cv = cross_validated_nll(group, allow_bias=allow_bias)
@@ -399,9 +395,7 @@ class Calibration:
             except (KeyError, TypeError, ValueError) as exc:
                 raise bad(f"scalings.{name}: {exc!r}") from None
             if set(s) - {"temperature", "bias", "n", "clamped"}:
-                raise bad(
-                    f"scalings.{name}: unknown keys {sorted(set(s) - {'temperature', 'bias', 'n', 'clamped'})}"
-                )
+                raise bad(f"scalings.{name}: unknown keys {sorted(set(s) - {'temperature', 'bias', 'n', 'clamped'})}")
             if not TEMPERATURE_RANGE[0] <= t <= TEMPERATURE_RANGE[1]:
                 raise bad(f"scalings.{name}.temperature {t} outside {TEMPERATURE_RANGE}")
             if bias is not None and not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):

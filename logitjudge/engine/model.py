@@ -239,9 +239,7 @@ def weights_fingerprint(model: Any) -> str:
     return h.hexdigest()
 
 
-def load_model(
-    spec: str | None, *, device: str = EngineConfig.device, dtype: str = EngineConfig.dtype
-) -> LoadedModel:
+def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: str = EngineConfig.dtype) -> LoadedModel:
     """Load a causal LM for judging.
 
     Args:

@@ -209,9 +209,7 @@ class Scheduler:
             )
         self._ensure_worker()
         assert self._loop is not None and self._wakeup is not None
-        job = _Job(
-            request, max(1, int(self._count_tokens(request))), self._loop.create_future(), time.monotonic()
-        )
+        job = _Job(request, max(1, int(self._count_tokens(request))), self._loop.create_future(), time.monotonic())
         self._pending.append(job)
         self._observer.queue_depth(len(self._pending))
         self._wakeup.set()
@@ -318,9 +316,7 @@ class Scheduler:
                     len(requests) - half,
                 )
                 return self._run_isolated(requests[:half]) + self._run_isolated(requests[half:])
-            logger.warning(
-                "a batch of %d failed (%s); retrying each request alone", len(requests), type(exc).__name__
-            )
+            logger.warning("a batch of %d failed (%s); retrying each request alone", len(requests), type(exc).__name__)
             return [res for req in requests for res in self._run_isolated([req])]
 
     def _as_engine_error(self, exc: Exception) -> LogitJudgeError:

@@ -130,9 +130,7 @@ def _rate_stderr(p: float, n: int) -> float | None:
     return math.sqrt(p * (1 - p) / n) if n > 1 else None
 
 
-def reliability_bins(
-    scores: Sequence[float], truth: Sequence[bool], n_bins: int = 10
-) -> list[dict[str, float]]:
+def reliability_bins(scores: Sequence[float], truth: Sequence[bool], n_bins: int = 10) -> list[dict[str, float]]:
     """Equal-width bins of ``scores`` in [0, 1]: mean score, share of true labels and count per bin."""
     bins: list[dict[str, float]] = []
     s, t = np.asarray(scores, dtype=float), np.asarray(truth, dtype=float)
@@ -156,10 +154,7 @@ def expected_calibration_error(scores: Sequence[float], truth: Sequence[bool], n
     """ECE: sum over equal-width bins of (n_bin / n) * |mean score - share true| (Guo et al. 2017)."""
     n = len(scores)
     return float(
-        sum(
-            b["n"] / n * abs(b["mean_score"] - b["frac_true"])
-            for b in reliability_bins(scores, truth, n_bins)
-        )
+        sum(b["n"] / n * abs(b["mean_score"] - b["frac_true"]) for b in reliability_bins(scores, truth, n_bins))
     )
 
 
@@ -181,16 +176,12 @@ def _classification(name: str, pairs: list[tuple[bool, bool, float | None]], pos
     """Metrics of predicted ``passed`` against gold ``passed``: (pred, gold, score) triples."""
     if not pairs:
         why = "no items with both a pass verdict and a gold label"
-        return [
-            Metric(name=m, value=None, n=0, reason=why) for m in ("precision", "recall", "f1", "accuracy")
-        ]
+        return [Metric(name=m, value=None, n=0, reason=why) for m in ("precision", "recall", "f1", "accuracy")]
     pos = positive == "passed"
     y_pred = [p == pos for p, _, _ in pairs]
     y_true = [g == pos for _, g, _ in pairs]
     n = len(pairs)
-    p, r, f, _ = precision_recall_fscore_support(
-        y_true, y_pred, average="binary", pos_label=True, zero_division=np.nan
-    )
+    p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, average="binary", pos_label=True, zero_division=np.nan)
     out = []
     for mname, value, denom_why in (
         ("precision", p, "no item was predicted positive"),
@@ -240,11 +231,7 @@ def _pairwise(entries: list[tuple[str, bool, float | None, int | None]]) -> list
             if gn is not None and bn is not None:
                 short_wins.append(1.0 if gn < bn else 0.5 if gn == bn else 0.0)
     if not wins:
-        return [
-            Metric(
-                name="pairwise_accuracy", value=None, n=0, reason="no complete pair with both items scored"
-            )
-        ]
+        return [Metric(name="pairwise_accuracy", value=None, n=0, reason="no complete pair with both items scored")]
     acc = float(np.mean(wins))
     out = [
         Metric(name="pairwise_accuracy", value=acc, n=len(wins), stderr=_rate_stderr(acc, len(wins))),
@@ -430,7 +417,5 @@ def summarize(
             metrics += _chunk_metrics(a["chunk_pred"], a["chunk_gold"])
         if a["typed"] or a["unknown"]:
             metrics += _typed_metrics(a["typed"], a["unknown"])
-        out[name] = EvaluatorSummary(
-            name=name, n=a["n"], skipped=a["skipped"], errors=a["errors"], metrics=metrics
-        )
+        out[name] = EvaluatorSummary(name=name, n=a["n"], skipped=a["skipped"], errors=a["errors"], metrics=metrics)
     return out

@@ -160,9 +160,7 @@ def evaluate(
     rows = []
     usage = EvaluateUsage()
     for item, res in pairs:
-        gold = gold_of(
-            {**(item.model_extra or {}), **item.model_dump(include={"gold", "labels", "context_labels"})}
-        )
+        gold = gold_of({**(item.model_extra or {}), **item.model_dump(include={"gold", "labels", "context_labels"})})
         rows.append({"results": res.model_dump(mode="json")["results"], "gold": gold.model_dump(mode="json")})
         usage = EvaluateUsage(
             input_tokens=usage.input_tokens + res.usage.input_tokens,

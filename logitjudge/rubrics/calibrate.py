@@ -166,9 +166,7 @@ def _calibrated(cal: Calibration, samples: Sequence[Sample]) -> list[Sample]:
     return [Sample(s.id, s.source, s.type, tuple(cal.apply(s.type, s.probs)), s.gold) for s in samples]
 
 
-def _compare(
-    groups: Mapping[str, list[Sample]], fitted: Calibration, kept: Calibration
-) -> dict[str, dict[str, Any]]:
+def _compare(groups: Mapping[str, list[Sample]], fitted: Calibration, kept: Calibration) -> dict[str, dict[str, Any]]:
     """Per group: metrics before, after the fitted scalings, and whether they were kept."""
     out = {}
     for key, group in groups.items():
@@ -257,9 +255,7 @@ def fit_and_report(
     return cal, report
 
 
-def reliability_plot(
-    samples: Sequence[Sample], cal: Calibration, path: str | Path, *, title: str = ""
-) -> None:
+def reliability_plot(samples: Sequence[Sample], cal: Calibration, path: str | Path, *, title: str = "") -> None:
     """Reliability diagrams of held-out samples, one panel per bucket: before vs after.
 
     Two options: P(option 0) against its frequency; more: top-label confidence against accuracy.
@@ -308,4 +304,3 @@ def reliability_plot(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-

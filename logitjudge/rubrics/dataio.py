@@ -128,9 +128,7 @@ def _read_table(path: Path, kind: str) -> Iterator[dict[str, Any]]:
         import pandas as pd
     except ImportError:
         if kind == "parquet":
-            raise DataError(
-                f"{path}: reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)"
-            ) from None
+            raise DataError(f"{path}: reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)") from None
         with path.open("r", encoding="utf-8", newline="") as fh:
             for row in csv.DictReader(fh):
                 yield {k: (v if v != "" else None) for k, v in row.items()}

@@ -162,9 +162,7 @@ class EvaluatorDef(_Strict):
         if self.scoring == "chunk_support":
             option_names = {o.name for o in self.options or ()}
             if not {"supports", "contradicts"} <= option_names:
-                raise ValueError(
-                    f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'"
-                )
+                raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
         if self.per_chunk and "context" not in self.required:
             raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
         if self.question_type == "typed":
@@ -184,9 +182,7 @@ class EvaluatorDef(_Strict):
                         f"(declared: {', '.join(sorted(declared))})"
                     )
                 if index is not None and (field != "context" or index != "i" or not self.per_chunk):
-                    raise ValueError(
-                        f"{self.name}: `{field}[{index}]`: only `context[i]`, in a per-chunk evaluator"
-                    )
+                    raise ValueError(f"{self.name}: `{field}[{index}]`: only `context[i]`, in a per-chunk evaluator")
         if self.per_chunk and "`context[i]`" not in (self.template or ""):
             raise ValueError(f"{self.name}: a per-chunk template must mention `context[i]`")
         return self

@@ -35,9 +35,7 @@ class UnknownEvaluatorError(InvalidRequestError):
     ``field`` is ``("evaluators", i)`` when the name came from position i of a request's list.
     """
 
-    def __init__(
-        self, message: str, *, name: str, suggestions: Sequence[str], field: Sequence[str | int] = ()
-    ):
+    def __init__(self, message: str, *, name: str, suggestions: Sequence[str], field: Sequence[str | int] = ()):
         entry = {"loc": field, "msg": message, "type": "value_error", "ctx": {"suggestions": list(suggestions)}}
         super().__init__(message, field=field, details=[entry])
         self.name = name

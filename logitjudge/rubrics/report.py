@@ -181,9 +181,7 @@ def build_report(
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1><p class='meta'>",
-        "<br>".join(
-            f"<b>{html.escape(str(k))}</b>: <code>{html.escape(str(v))}</code>" for k, v in head.items()
-        ),
+        "<br>".join(f"<b>{html.escape(str(k))}</b>: <code>{html.escape(str(v))}</code>" for k, v in head.items()),
         "</p>",
     ]
     if n_low:
@@ -196,8 +194,7 @@ def build_report(
         scores = [
             float(r["results"][name]["score"])
             for r in rows
-            if r.get("results", {}).get(name, {}).get("status") == "ok"
-            and r["results"][name].get("score") is not None
+            if r.get("results", {}).get(name, {}).get("status") == "ok" and r["results"][name].get("score") is not None
         ]
         pairs = []
         for r in rows:

@@ -178,9 +178,7 @@ def finish_plan(
             results[defn.name] = scored if mass is None else scored.model_copy(update={"x_option_mass": mass})
     ordered = {name: results[name] for name in plan.order}
     verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
-    return ItemResult(
-        id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage
-    )
+    return ItemResult(id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage)
 
 
 def run_plans(

@@ -141,6 +141,7 @@ def allocate(sizes: Mapping[tuple[Hashable, ...], int], n: int) -> dict[tuple[Ha
         for level, value in enumerate(k):
             margin_quota[level, value] += q
             margin_alloc[level, value] += alloc[k]
+
     def need(k: tuple[Hashable, ...]) -> tuple[float, int]:
         margins = sum(margin_quota[lv, v] - margin_alloc[lv, v] for lv, v in enumerate(k))
         return (quota[k] - alloc[k] + margins, sizes[k])
@@ -251,12 +252,7 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
             continue
         yes_no = res.get("probabilities") or {}
         passed = (gold.get("passed") or {}).get(name)
-        if (
-            details is None
-            and res.get("legend") is None
-            and set(yes_no) == {"yes", "no"}
-            and isinstance(passed, bool)
-        ):
+        if details is None and res.get("legend") is None and set(yes_no) == {"yes", "no"} and isinstance(passed, bool):
             p = float(yes_no["yes"])
             out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if passed else 1))
     return out

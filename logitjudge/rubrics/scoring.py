@@ -232,8 +232,6 @@ _SCORERS = {
 }
 
 
-def score_answers(
-    defn: EvaluatorDef, answers: Sequence[Answer], threshold: float | None = None
-) -> EvaluatorResult:
+def score_answers(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float | None = None) -> EvaluatorResult:
     """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's."""
     return _SCORERS[defn.scoring](defn, answers, defn.threshold if threshold is None else threshold)

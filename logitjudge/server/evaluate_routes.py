@@ -66,9 +66,7 @@ class EvaluateRequest(Item):
     thresholds: dict[str, Threshold] | None = None
     items: Annotated[list[Item], Field(min_length=1)] | None = None
     positive: Literal["passed", "failed"] = "passed"
-    concurrency: int | None = Field(
-        default=None, description="accepted for compatibility; the scheduler batches"
-    )
+    concurrency: int | None = Field(default=None, description="accepted for compatibility; the scheduler batches")
 
 
 router = APIRouter(tags=["Evaluators"])

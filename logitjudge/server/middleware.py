@@ -54,6 +54,7 @@ def is_open_path(path: str) -> bool:
     """Whether ``path`` is answered without an API key (:data:`OPEN_PATHS` and the docs' assets)."""
     return path in OPEN_PATHS or path.startswith(DOCS_ASSETS + "/")
 
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
@@ -161,9 +162,7 @@ class BodyMiddleware:
         if encoding not in ("identity", "zstd", ""):
             await _refuse(UnsupportedMediaTypeError(encoding), scope, receive, send)
             return
-        if scope["path"] == "/v1/systemone" and headers.get("content-type", "").lower().startswith(
-            "multipart/"
-        ):
+        if scope["path"] == "/v1/systemone" and headers.get("content-type", "").lower().startswith("multipart/"):
             await _refuse(UnsupportedInputError(), scope, receive, send)
             return
         declared = headers.get("content-length")
@@ -192,11 +191,7 @@ class BodyMiddleware:
                 await _refuse(UnreadableBodyError(decoded), scope, receive, send)
                 return
             body = bytearray(decoded)
-            raw = [
-                (k, v)
-                for k, v in scope["headers"]
-                if k.lower() not in (b"content-encoding", b"content-length")
-            ]
+            raw = [(k, v) for k, v in scope["headers"] if k.lower() not in (b"content-encoding", b"content-length")]
             scope = {**scope, "headers": [*raw, (b"content-length", str(len(body)).encode("ascii"))]}
 
         # JSON bodies are UTF-8 (RFC 8259 8.1): json.loads(bytes) would also guess UTF-16/32 from

@@ -34,19 +34,39 @@ def _tiny(kind: str, vocab: int) -> torch.nn.Module:
 
     torch.manual_seed(0)
     if kind == "llama":
-        return LlamaForCausalLM(LlamaConfig(
-            vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-            initializer_range=0.5, tie_word_embeddings=True))
+        return LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=vocab,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=4096,
+                initializer_range=0.5,
+                tie_word_embeddings=True,
+            )
+        )
     if kind == "gemma3":  # sliding-window layers (window 16) mixed with full-attention layers
-        return Gemma3ForCausalLM(Gemma3TextConfig(
-            vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
-            sliding_window=16, initializer_range=0.5,
-            layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"]))
+        return Gemma3ForCausalLM(
+            Gemma3TextConfig(
+                vocab_size=vocab,
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=4,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                head_dim=16,
+                max_position_embeddings=4096,
+                sliding_window=16,
+                initializer_range=0.5,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            )
+        )
     if kind == "mamba":  # layers ignore attention masks
-        return MambaForCausalLM(MambaConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2,
-                                            state_size=8, initializer_range=0.5))
+        return MambaForCausalLM(
+            MambaConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, state_size=8, initializer_range=0.5)
+        )
     raise ValueError(kind)
 
 

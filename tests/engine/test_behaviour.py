@@ -14,15 +14,29 @@ def ask(judge, state, questions):
 
 
 def test_sky_colour_is_blue(default_judge):
-    a = ask(default_judge, "The sky is blue.", {
-        "c": {"type": "choice", "instructions": "What colour is the sky?", "criteria": {"red": None, "blue": None, "green": None}}})
+    a = ask(
+        default_judge,
+        "The sky is blue.",
+        {
+            "c": {
+                "type": "choice",
+                "instructions": "What colour is the sky?",
+                "criteria": {"red": None, "blue": None, "green": None},
+            }
+        },
+    )
     assert a["c"]["choice"] == "blue"
 
 
 def test_present_animal_beats_absent_one(default_judge):
-    a = ask(default_judge, "The cat is sleeping on the sofa.", {
-        "cat": {"type": "noul", "instructions": "Is there a cat?"},
-        "elephant": {"type": "noul", "instructions": "Is there an elephant?"}})
+    a = ask(
+        default_judge,
+        "The cat is sleeping on the sofa.",
+        {
+            "cat": {"type": "noul", "instructions": "Is there a cat?"},
+            "elephant": {"type": "noul", "instructions": "Is there an elephant?"},
+        },
+    )
     assert a["cat"]["noul"] > a["elephant"]["noul"]
 
 

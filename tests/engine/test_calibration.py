@@ -179,9 +179,7 @@ def test_every_answer_field_comes_from_the_calibrated_distribution(make_tiny, ro
     assert resp["team"]["choice"] == names[int(np.argmax(choice_p))] == names[least]
     assert list(resp["team"]["probabilities"].values()) == pytest.approx(list(choice_p))
     assert resp["upset"]["score"] == pytest.approx(sum(i * p for i, p in enumerate(score_p)))
-    assert resp["upset"]["score"] != pytest.approx(
-        sum(i * p for i, p in enumerate(raw.answers[2].probabilities))
-    )
+    assert resp["upset"]["score"] != pytest.approx(sum(i * p for i, p in enumerate(raw.answers[2].probabilities)))
     engine.set_calibration(None)
     again = engine.run_batch([judge.to_engine(req)])[0]
     assert again.answers[1].probabilities == pytest.approx(raw_choice, abs=1e-6)

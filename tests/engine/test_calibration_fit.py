@@ -91,15 +91,18 @@ def test_held_out_refusal_drops_a_scaling_that_makes_held_out_nll_worse():
     kept, refused = refuse_worse(flatten, calibrated)
     assert kept.scalings == {} and set(refused) == {"noul:2", "noul:*"}  # the type-wide one is tried next
     assert "held-out NLL" in refused["noul:2"]
-    sharp = [_sample(i, 0.99 if g == 0 else 0.01, g if rng.random() < 0.7 else 1 - g) for i, g in
-             enumerate(rng.integers(0, 2, 400))]
+    sharp = [
+        _sample(i, 0.99 if g == 0 else 0.01, g if rng.random() < 0.7 else 1 - g)
+        for i, g in enumerate(rng.integers(0, 2, 400))
+    ]
     kept, refused = refuse_worse(Calibration(FITTED_FOR, {"noul:2": Scaling(5.0)}), sharp)
     assert set(kept.scalings) == {"noul:2"} and refused == {}
 
 
 def test_split_is_by_source_item():
-    samples = [_sample(i, 0.7, 0, ":right") for i in range(100)] + [_sample(i, 0.7, 1, ":hallucinated")
-                                                                     for i in range(100)]
+    samples = [_sample(i, 0.7, 0, ":right") for i in range(100)] + [
+        _sample(i, 0.7, 1, ":hallucinated") for i in range(100)
+    ]
     fit_part, held = split(samples, 0.5, seed=0)
     items = lambda part: {s.id.rsplit(":", 1)[0] for s in part}  # noqa: E731
     assert not items(fit_part) & items(held) and len(items(held)) == 50
@@ -125,9 +128,7 @@ def test_a_flattening_fit_is_flagged_and_fails_on_an_imbalanced_slice():
     assert cal.scalings["noul:2"].temperature > 10  # it does lower NLL on the 50/50 sample...
     assert "flattens" in report["flattening"]["noul:2"]
     bal = report["by_bucket"]["noul:2"]
-    assert bal["after"]["nll"] < bal["before"]["nll"] and bal["after"]["auroc"] == pytest.approx(
-        bal["before"]["auroc"]
-    )
+    assert bal["after"]["nll"] < bal["before"]["nll"] and bal["after"]["auroc"] == pytest.approx(bal["before"]["auroc"])
     slant = report["imbalanced"]["noul:2 80/20"]  # ...and raises it where 80% are yes
     assert slant["before"]["n"] >= 50 and slant["after"]["nll"] > slant["before"]["nll"]
     assert slant["after"]["ece"] > slant["before"]["ece"]
@@ -156,7 +157,11 @@ def _quality_json(path, samples: list[Sample]) -> None:
 
 def _args(tmp_path, name: str) -> argparse.Namespace:
     return argparse.Namespace(
-        labelled=[str(tmp_path / "q.json")], out=str(tmp_path / name), report=None, holdout=0.5, seed=0,
+        labelled=[str(tmp_path / "q.json")],
+        out=str(tmp_path / name),
+        report=None,
+        holdout=0.5,
+        seed=0,
         batch_size=4,
     )
 

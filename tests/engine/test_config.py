@@ -104,15 +104,24 @@ def test_create_app_and_the_scheduler_default_to_the_configs():
     from logitjudge.server.app import create_app
 
     app = _defaults(create_app)
-    for field in ("api_keys", "max_queue", "max_body_bytes", "drain_timeout", "max_questions", "max_items",
-                  "max_text_chars"):
+    for field in (
+        "api_keys",
+        "max_queue",
+        "max_body_bytes",
+        "drain_timeout",
+        "max_questions",
+        "max_items",
+        "max_text_chars",
+    ):
         assert app[field] == getattr(ServerConfig, field), field
     assert app["max_batch_tokens"] is None and app["max_batch_requests"] is None  # default_batching
     sched = _defaults(Scheduler.__init__)
     for f in dataclasses.fields(SchedulerConfig):
         assert sched[f.name] == f.default == getattr(ServerConfig, f.name), f.name
     assert (ServerConfig.max_questions, ServerConfig.max_items, ServerConfig.max_text_chars) == (
-        RequestLimits.max_questions, RequestLimits.max_items, RequestLimits.max_text_chars
+        RequestLimits.max_questions,
+        RequestLimits.max_items,
+        RequestLimits.max_text_chars,
     )
 
 
@@ -149,8 +158,8 @@ def test_engine_defaults_are_written_only_in_the_configs():
 
 
 def test_max_choice_options_is_defined_once():
-    from logitjudge.engine import core, types
     from logitjudge.contract import systemone as schemas
+    from logitjudge.engine import core, types
 
     definitions = [
         f"{path.relative_to(PACKAGE)}: {m.group(0)}"
@@ -238,8 +247,20 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(mak
     info = engine.describe()
     assert engine.runner.max_row_tokens == 1024 == info["max_batch_tokens"] == engine.config.max_row_tokens
     assert set(info) == {
-        "model", "source", "device", "dtype", "cpu_native_bf16", "strategy", "attn", "dense_mask_max_tokens",
-        "prompt_version", "fingerprint", "calibration", "max_state_tokens", "max_request_tokens", "max_batch_tokens",
+        "model",
+        "source",
+        "device",
+        "dtype",
+        "cpu_native_bf16",
+        "strategy",
+        "attn",
+        "dense_mask_max_tokens",
+        "prompt_version",
+        "fingerprint",
+        "calibration",
+        "max_state_tokens",
+        "max_request_tokens",
+        "max_batch_tokens",
     }
     with pytest.warns(DeprecationWarning):
         old = make_tiny("llama", max_batch_tokens=512)

@@ -16,9 +16,16 @@ from logitjudge.engine.types import EngineRequest, Option, Question
 TICKET = "Hi, I was charged twice for my March invoice (#4471). Please refund the duplicate. — Sam"
 BASE = {
     "refund": {"type": "noul", "instructions": "Is the customer asking for a refund?"},
-    "team": {"type": "choice", "instructions": "Which team should handle this?",
-             "criteria": {"Billing": "payments and invoices", "Technical": None, "Sales": ["deals", "upgrades"]}},
-    "anger": {"type": "score", "instructions": "How angry is the customer?", "criteria": ["Calm", "Frustrated", "Very angry"]},
+    "team": {
+        "type": "choice",
+        "instructions": "Which team should handle this?",
+        "criteria": {"Billing": "payments and invoices", "Technical": None, "Sales": ["deals", "upgrades"]},
+    },
+    "anger": {
+        "type": "score",
+        "instructions": "How angry is the customer?",
+        "criteria": ["Calm", "Frustrated", "Very angry"],
+    },
 }
 
 
@@ -51,28 +58,44 @@ def test_answer_shapes_field_by_field(default_judge):
 def test_usage_counts_the_tokens_run(default_judge):
     one = ask(default_judge, {"a": BASE["refund"]})["usage"]["input_tokens"]
     two = ask(default_judge, {"a": BASE["refund"], "b": BASE["refund"]})["usage"]["input_tokens"]
-    plan = default_judge.engine.plan(default_judge.to_engine(default_judge.validate(
-        {"model": "jev-latest", "state": TICKET, "questions": {"a": BASE["refund"]}})))
+    plan = default_judge.engine.plan(
+        default_judge.to_engine(
+            default_judge.validate({"model": "jev-latest", "state": TICKET, "questions": {"a": BASE["refund"]}})
+        )
+    )
     assert one == len(plan.prefix) + len(plan.questions[0].views[0].branch)
     assert two - one == len(plan.questions[0].views[0].branch)  # the state is counted once
 
 
 def test_unicode_names_round_trip_byte_for_byte(default_judge):
     names = ["환불 요청", "배송 문의", "🙂 기타", "Cafe\u0301"]  # last one is NFD, must stay NFD
-    r = ask(default_judge, {"질문": {"type": "choice", "criteria": {n: None for n in names}}},
-            state="배송이 3일째 안 와요. 그냥 환불해 주세요 😡")
+    r = ask(
+        default_judge,
+        {"질문": {"type": "choice", "criteria": {n: None for n in names}}},
+        state="배송이 3일째 안 와요. 그냥 환불해 주세요 😡",
+    )
     assert list(r["answers"]) == ["질문"]
     assert list(r["answers"]["질문"]["probabilities"]) == names
 
 
 def test_structured_state_instructions_and_descriptions(default_judge):
-    r = ask(default_judge, {
-        "route": {"type": "choice", "instructions": {"task": "Route the ticket", "include": ["team"]},
-                  "criteria": {"billing": {"owns": ["refunds", "invoices"]}, "tech": ["bugs", "outages"]}},
-        "mood": {"type": "score", "instructions": ["Rate the mood.", "Be strict."],
-                 "criteria": [{"label": "Calm"}, {"label": "Very angry", "signals": ["threats"]}]},
-        "bare": {"type": "noul", "criteria": {"true": "The ticket mentions money"}},
-    }, state={"ticket": TICKET, "tags": ["billing"]})
+    r = ask(
+        default_judge,
+        {
+            "route": {
+                "type": "choice",
+                "instructions": {"task": "Route the ticket", "include": ["team"]},
+                "criteria": {"billing": {"owns": ["refunds", "invoices"]}, "tech": ["bugs", "outages"]},
+            },
+            "mood": {
+                "type": "score",
+                "instructions": ["Rate the mood.", "Be strict."],
+                "criteria": [{"label": "Calm"}, {"label": "Very angry", "signals": ["threats"]}],
+            },
+            "bare": {"type": "noul", "criteria": {"true": "The ticket mentions money"}},
+        },
+        state={"ticket": TICKET, "tags": ["billing"]},
+    )
     assert r["answers"]["mood"]["legend"]["1"] == {"label": "Very angry", "signals": ["threats"]}
     assert set(r["answers"]["route"]["probabilities"]) == {"billing", "tech"}
     ask(default_judge, {"q": BASE["refund"]}, state=["line one", {"k": 1}])
@@ -86,13 +109,16 @@ def test_renamed_ids_give_identical_answers(default_judge):
         assert x == y
 
 
-@pytest.mark.parametrize("question,field", [
-    ({"type": "choice", "criteria": {"only": None}}, "criteria"),
-    ({"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}, "criteria"),
-    ({"type": "score", "criteria": ["one"]}, "criteria"),
-    ({"type": "score", "criteria": [str(i) for i in range(11)]}, "criteria"),
-    ({"type": "boolean"}, "q"),
-])
+@pytest.mark.parametrize(
+    "question,field",
+    [
+        ({"type": "choice", "criteria": {"only": None}}, "criteria"),
+        ({"type": "choice", "criteria": {f"o{i}": None for i in range(256)}}, "criteria"),
+        ({"type": "score", "criteria": ["one"]}, "criteria"),
+        ({"type": "score", "criteria": [str(i) for i in range(11)]}, "criteria"),
+        ({"type": "boolean"}, "q"),
+    ],
+)
 def test_out_of_range_questions_are_typed_errors_naming_the_field(default_judge, question, field):
     with pytest.raises(InvalidRequestError) as exc:
         ask(default_judge, {"ok": BASE["refund"], "q": question})

@@ -45,9 +45,7 @@ def long_llama(tokenizer) -> Engine:
             tie_word_embeddings=True,
         )
     ).eval()
-    return Engine(
-        LoadedModel(model, tokenizer, "tiny-llama-8k", "config", torch.device("cpu"), torch.float32, "8k")
-    )
+    return Engine(LoadedModel(model, tokenizer, "tiny-llama-8k", "config", torch.device("cpu"), torch.float32, "8k"))
 
 
 # -- the dense-mask limit -----------------------------------------------------------------------
@@ -64,9 +62,7 @@ def test_long_request_never_builds_a_dense_mask(long_llama):
     assert runner.dense_masks_built == built  # no dense mask at all for the long request
     assert runner.largest_dense_side <= DENSE_MASK_MAX_TOKENS
     # the fallback answers what separate passes answer
-    assert max_diff(probs(engine, plan, "packed"), probs(engine, plan, "separate")) <= tolerance_for(
-        torch.float32
-    )
+    assert max_diff(probs(engine, plan, "packed"), probs(engine, plan, "separate")) <= tolerance_for(torch.float32)
 
 
 def test_short_request_takes_the_dense_path(long_llama):
@@ -90,9 +86,7 @@ def test_short_requests_share_one_padded_batch_under_the_limit(make_tiny):
     together = engine.run_plans(plans, "packed")
     for plan, res in zip(plans, together):
         alone = engine.run_plans([plan], "separate")[0]
-        assert (
-            max_diff([a.probabilities for a in res.answers], [a.probabilities for a in alone.answers]) <= 1e-4
-        )
+        assert max_diff([a.probabilities for a in res.answers], [a.probabilities for a in alone.answers]) <= 1e-4
 
 
 # -- FlexAttention ------------------------------------------------------------------------------

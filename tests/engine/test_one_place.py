@@ -31,7 +31,9 @@ THE_PLACE = PACKAGE / "engine" / "readout.py"
 # of readout's own functions (``readout.softmax(...)``, ``logsumexp(...)`` imported from it) is
 # not an implementation and is allowed.
 FORBIDDEN = [
-    re.compile(r"\b(np|numpy|torch|math|scipy|special|F|functional)\.(exp|expm1|softmax|log_softmax|logsumexp|logaddexp)\b"),
+    re.compile(
+        r"\b(np|numpy|torch|math|scipy|special|F|functional)\.(exp|expm1|softmax|log_softmax|logsumexp|logaddexp)\b"
+    ),
     re.compile(r"(?<!\breadout)\.(exp|softmax|log_softmax|logsumexp)\("),
     re.compile(r"\bscipy\.special\b|\bfrom scipy import special\b"),
     re.compile(r"\bfrom (torch|numpy|scipy\.special|torch\.nn\.functional) import .*\b(softmax|logsumexp|exp)\b"),

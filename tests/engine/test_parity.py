@@ -46,10 +46,15 @@ QUESTIONS = (
 )
 
 ENGINES = [
-    ("tiny_llama", "packed"), ("tiny_llama", "prefix_packed"), ("tiny_llama", "prefix_rows"),
-    ("tiny_gemma3", "packed"), ("tiny_gemma3", "prefix_rows"),
+    ("tiny_llama", "packed"),
+    ("tiny_llama", "prefix_packed"),
+    ("tiny_llama", "prefix_rows"),
+    ("tiny_gemma3", "packed"),
+    ("tiny_gemma3", "prefix_rows"),
     ("tiny_mamba", "prefix_rows"),
-    ("default_engine", "packed"), ("default_engine", "prefix_packed"), ("default_engine", "prefix_rows"),
+    ("default_engine", "packed"),
+    ("default_engine", "prefix_packed"),
+    ("default_engine", "prefix_rows"),
 ]
 
 

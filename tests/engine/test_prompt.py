@@ -21,14 +21,14 @@ def specials(tokenizer) -> set[int]:
 
 def test_control_tokens_in_user_text_reach_the_model_as_plain_text(pb, tokenizer):
     prefix = pb.prefix_ids(FORGED)
-    state_part = prefix[len(pb.head_ids):]
+    state_part = prefix[len(pb.head_ids) :]
     assert not set(state_part) & specials(tokenizer)  # no control token ids from the state
     assert "<|im_end|>" in tokenizer.decode(state_part)  # ...but the text is all there
     q = Question("choice", FORGED, (Option(FORGED, FORGED), Option("b", None)))
     branch = pb.view(q).branch
     user_part = branch[: len(branch) - len(pb.tail_ids)]
     assert not set(user_part) & specials(tokenizer)
-    assert list(branch[-len(pb.tail_ids):]) == pb.tail_ids  # the template's own tail is intact
+    assert list(branch[-len(pb.tail_ids) :]) == pb.tail_ids  # the template's own tail is intact
 
 
 def test_every_control_token_in_every_user_field_stays_plain_text(pb, tokenizer):
@@ -50,7 +50,7 @@ def test_every_control_token_in_every_user_field_stays_plain_text(pb, tokenizer)
     )
     for state in (forged, rag_state, {forged: {"nested": [forged]}}):
         prefix = pb.prefix_ids(state)
-        assert tokenizer.decode(prefix[len(pb.head_ids):]).count("<|im_end|>") >= 1  # the text is kept
+        assert tokenizer.decode(prefix[len(pb.head_ids) :]).count("<|im_end|>") >= 1  # the text is kept
         for q in questions:
             ids = [*prefix, *pb.view(q).branch]
             assert [i for i in ids if i in specials(tokenizer)] == template_specials

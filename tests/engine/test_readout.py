@@ -25,14 +25,21 @@ def test_labels_are_single_tokens_at_the_boundary(default_engine):
 
 
 def q_choice(n: int) -> Question:
-    return Question("choice", "Pick the queue.", tuple(Option("Billing" if i == 0 else f"Queue {i:03d}", f"team {i}") for i in range(n)))
+    return Question(
+        "choice",
+        "Pick the queue.",
+        tuple(Option("Billing" if i == 0 else f"Queue {i:03d}", f"team {i}") for i in range(n)),
+    )
 
 
 def test_255_options_and_10_levels_on_the_default_model(default_engine):
-    req = EngineRequest("A customer cannot pay an invoice.", (
-        q_choice(255),
-        Question("score", "How urgent?", tuple(Option(str(i), f"level {i}") for i in range(10))),
-    ))
+    req = EngineRequest(
+        "A customer cannot pay an invoice.",
+        (
+            q_choice(255),
+            Question("score", "How urgent?", tuple(Option(str(i), f"level {i}") for i in range(10))),
+        ),
+    )
     res = default_engine.run_batch([req])[0]
     choice, levels = res.answers
     assert len(choice.probabilities) == 255 and abs(sum(choice.probabilities) - 1) < 1e-6
@@ -46,7 +53,9 @@ def test_multi_token_labels_scored_exactly_as_extra_branches(make_tiny):
     q = q_choice(40)  # needs 40 labels, only 8 single-token ones allowed -> "01".."40"
     views = engine.prompt.views(q)
     assert all(len(lab) == 2 for lab in views[0].labels) and is_prefix_free(views[0].labels)
-    plan = engine.plan(EngineRequest("Some state text.", (q, Question("noul", "Ok?", (Option("true"), Option("false"))))))
+    plan = engine.plan(
+        EngineRequest("Some state text.", (q, Question("noul", "Ok?", (Option("true"), Option("false")))))
+    )
     for strategy in ("packed", "prefix_packed", "prefix_rows"):
         got = engine.run_plans([plan], strategy)[0].answers
         ref = engine.run_plans([plan], "separate")[0].answers
@@ -61,22 +70,28 @@ def test_255_options_with_multi_token_labels(make_tiny):
     assert len(res.answers[0].probabilities) == 255 and abs(sum(res.answers[0].probabilities) - 1) < 1e-6
 
 
-@pytest.mark.parametrize("probs,expected", [
-    ([0.88, 0.12], 0.76),                  # spec A.6.4 / jc-SPEC example
-    ([0.5, 0.5], 0.0),
-    ([1.0, 0.0, 0.0], 1.0),
-    ([0.6, 0.3, 0.1], (3 * 0.6 - 1) / 2),  # three options: (3m - 1)/2
-])
+@pytest.mark.parametrize(
+    "probs,expected",
+    [
+        ([0.88, 0.12], 0.76),  # spec A.6.4 / jc-SPEC example
+        ([0.5, 0.5], 0.0),
+        ([1.0, 0.0, 0.0], 1.0),
+        ([0.6, 0.3, 0.1], (3 * 0.6 - 1) / 2),  # three options: (3m - 1)/2
+    ],
+)
 def test_choice_confidence(probs, expected):
     assert fields.choice_confidence(probs) == pytest.approx(expected, abs=1e-12)
 
 
-@pytest.mark.parametrize("probs,expected", [
-    ([0.0, 0.95, 0.05], 0.925),            # spec A.7 worked example
-    ([1.0, 0.0], 1.0),
-    ([0.5, 0.5], 0.0),                     # D(2) = 0.5, spread 0.5
-    ([0.25, 0.25, 0.25, 0.25], 0.0),       # uniform: spread equals D ... clipped at 0
-])
+@pytest.mark.parametrize(
+    "probs,expected",
+    [
+        ([0.0, 0.95, 0.05], 0.925),  # spec A.7 worked example
+        ([1.0, 0.0], 1.0),
+        ([0.5, 0.5], 0.0),  # D(2) = 0.5, spread 0.5
+        ([0.25, 0.25, 0.25, 0.25], 0.0),  # uniform: spread equals D ... clipped at 0
+    ],
+)
 def test_score_confidence(probs, expected):
     assert fields.score_confidence(probs) == pytest.approx(expected, abs=1e-9)
 

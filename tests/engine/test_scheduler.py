@@ -135,9 +135,7 @@ def test_per_request_errors_do_not_fail_neighbours() -> None:
         def run_batch(self, requests):
             out = super().run_batch(requests)
             return [
-                ContextOverflowError("too long", part="state", tokens=9, limit=1)
-                if len(r.state) > 10
-                else res
+                ContextOverflowError("too long", part="state", tokens=9, limit=1) if len(r.state) > 10 else res
                 for r, res in zip(requests, out, strict=True)
             ]
 

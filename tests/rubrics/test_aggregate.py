@@ -20,16 +20,8 @@ def test_counts_mean_and_pass_rate():
         _row("faithfulness", 0.9, True),
         _row("faithfulness", 0.2, False),
         _row("faithfulness", 0.7, True),
-        {
-            "results": {
-                "faithfulness": {"name": "faithfulness", "version": "1", "status": "skipped", "reason": "x"}
-            }
-        },
-        {
-            "results": {
-                "faithfulness": {"name": "faithfulness", "version": "1", "status": "error", "reason": "y"}
-            }
-        },
+        {"results": {"faithfulness": {"name": "faithfulness", "version": "1", "status": "skipped", "reason": "x"}}},
+        {"results": {"faithfulness": {"name": "faithfulness", "version": "1", "status": "error", "reason": "y"}}},
     ]
     s = summarize(rows)["faithfulness"]
     assert (s.n, s.skipped, s.errors) == (3, 1, 1)
@@ -149,35 +141,25 @@ def test_typed_question_accuracy_and_unknown():
             {"type": "choice", "choice": "billing", "probabilities": {"billing": 0.6, "sales": 0.4}},
             Gold(answer="billing"),
         ),
-        typed(
-            {"type": "score", "score": 1.2, "probabilities": {"0": 0.1, "1": 0.6, "2": 0.3}}, Gold(answer=2)
-        ),
+        typed({"type": "score", "score": 1.2, "probabilities": {"0": 0.1, "1": 0.6, "2": 0.3}}, Gold(answer=2)),
         typed({"type": "noul", "noul": 0.1}, Gold(unknown=True)),
     ]
     s = summarize(rows)["typed_question"]
     assert s.value("accuracy") == pytest.approx(2 / 4)
-    assert (
-        s.value("accuracy_noul") == 0.5
-        and s.value("accuracy_choice") == 1.0
-        and s.value("accuracy_score") == 0.0
-    )
+    assert s.value("accuracy_noul") == 0.5 and s.value("accuracy_choice") == 1.0 and s.value("accuracy_score") == 0.0
     assert s.value("mae_level") == pytest.approx(0.8)
     assert s.value("gold_unknown") == 1
 
 
 def test_gold_of_reads_the_data_sets_gold_fields():
-    assert gold_of(
-        {"evaluator": "faithfulness", "gold": {"faithful": False, "hallucinated": True}}
-    ).passed == {"faithfulness": False}
+    assert gold_of({"evaluator": "faithfulness", "gold": {"faithful": False, "hallucinated": True}}).passed == {
+        "faithfulness": False
+    }
     assert gold_of({"evaluator": "answer_correctness", "gold": {"correct": True}}).passed == {
         "answer_correctness": True
     }
-    assert gold_of({"evaluator": "context_recall", "gold": {"recall": 0.0}}).passed == {
-        "context_recall": False
-    }
-    cs = gold_of(
-        {"evaluator": "chunk_support", "gold": {"per_chunk": ["contradicts"], "label": "contradicts"}}
-    )
+    assert gold_of({"evaluator": "context_recall", "gold": {"recall": 0.0}}).passed == {"context_recall": False}
+    cs = gold_of({"evaluator": "chunk_support", "gold": {"per_chunk": ["contradicts"], "label": "contradicts"}})
     assert cs.chunks == {"chunk_support": ["contradicts"]} and cs.passed == {"chunk_support": False}
     pair = gold_of({"evaluator": "chunk_relevance", "gold": {"preferred_in_pair": True, "pair": "w:0:cr"}})
     assert pair.pair == {"chunk_relevance": ("w:0:cr", True)}
@@ -190,6 +172,4 @@ def test_gold_of_reads_the_data_sets_gold_fields():
 
 
 def test_ece():
-    assert expected_calibration_error([0.95, 0.95, 0.05, 0.05], [True, True, False, False]) == pytest.approx(
-        0.05
-    )
+    assert expected_calibration_error([0.95, 0.95, 0.05, 0.05], [True, True, False, False]) == pytest.approx(0.05)

@@ -334,7 +334,7 @@ def test_pandas_style_list_cells_of_a_ragas_csv_are_chunks(tmp_path, capsys):
     csv_path = tmp_path / "ragas.csv"
     csv_path.write_text(
         "question,answer,contexts\n"
-        "\"Who wrote Hamlet?\",\"Shakespeare.\",\"['Hamlet is a tragedy.', \"\"It's by Shakespeare.\"\"]\"\n",
+        '"Who wrote Hamlet?","Shakespeare.","[\'Hamlet is a tragedy.\', ""It\'s by Shakespeare.""]"\n',
         encoding="utf-8",
     )
     out = tmp_path / "o.jsonl"

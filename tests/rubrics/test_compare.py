@@ -69,9 +69,7 @@ def test_two_settings_compared_against_hand_computed_figures(tmp_path):
     assert m[0][0] + m[1][1] == sum(x == y for x, y in zip(pa, pb))
     assert m[1][0] == sum((not x) and y for x, y in zip(pa, pb))  # ours failed, theirs passed
     flips = [d for d in f["top_disagreements"] if d["ours_decision"] != d["theirs_decision"]]
-    assert (
-        flips and f["top_disagreements"][0]["ours_decision"] != f["top_disagreements"][0]["theirs_decision"]
-    )
+    assert flips and f["top_disagreements"][0]["ours_decision"] != f["top_disagreements"][0]["theirs_decision"]
     assert f["spearman"] > 0.9  # a shift clipped at 0.99 keeps the ranking nearly intact
     assert "answer_relevancy" in report["evaluators"]
 

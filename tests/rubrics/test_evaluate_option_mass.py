@@ -49,6 +49,9 @@ def test_the_summary_counts_results_under_the_threshold_per_evaluator():
     assert low.higher_is_better is False
     assert summary["conciseness"].value("low_option_mass") == 0.0
     # rows from before the field existed: no metric rather than a made-up 0
-    assert summarize([{"results": {"faithfulness": {"status": "ok", "score": 1.0}}}])["faithfulness"].metric(
-        "low_option_mass"
-    ) is None
+    assert (
+        summarize([{"results": {"faithfulness": {"status": "ok", "score": 1.0}}}])["faithfulness"].metric(
+            "low_option_mass"
+        )
+        is None
+    )

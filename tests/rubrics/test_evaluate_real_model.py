@@ -90,9 +90,7 @@ def test_low_option_mass_on_a_long_state_is_in_the_records_the_table_and_the_sum
     long_mass = real_run.rows["long-state"]["results"]["typed_question"]["x_option_mass"]
     sample_mass = real_run.rows["halueval_qa:0:right"]["results"]["faithfulness"]["x_option_mass"]
     assert 0 < long_mass < LOW_OPTION_MASS < sample_mass <= 1
-    metrics = {
-        name: {m["name"]: m for m in s["metrics"]} for name, s in real_run.summary["summary"].items()
-    }
+    metrics = {name: {m["name"]: m for m in s["metrics"]} for name, s in real_run.summary["summary"].items()}
     assert metrics["typed_question"]["low_option_mass"]["value"] == 1.0
     assert metrics["faithfulness"]["low_option_mass"]["value"] == 0.0
     assert real_run.summary["config"]["low_option_mass_threshold"] == LOW_OPTION_MASS

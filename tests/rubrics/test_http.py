@@ -152,9 +152,7 @@ def test_threshold_override_and_bad_thresholds(client):
 
 
 def test_unknown_model_is_400(client):
-    r = client.post(
-        URL, json={"evaluators": ["faithfulness"], "output": "o", "context": "c", "model": "gpt-4"}
-    )
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "o", "context": "c", "model": "gpt-4"})
     assert r.status_code == 400
     assert r.json()["detail"]["error_type"] == "api_usage_error"
 

@@ -225,8 +225,10 @@ def test_a_figure_on_fewer_than_20_items_is_marked():
     assert "†" not in quality._cell({"value": 0.5, "n": 20, "lo": 0.3, "hi": 0.7})
     record = {
         "config": {"limit": 4, "rotations": 1, "calibration": None},
-        "environment": {"engine": {"model": "m", "fingerprint": "f" * 64, "dtype": "float32", "device": "cpu"},
-                        "hardware": {"cpu": "Some CPU", "cpu_cores": 2}},
+        "environment": {
+            "engine": {"model": "m", "fingerprint": "f" * 64, "dtype": "float32", "device": "cpu"},
+            "hardware": {"cpu": "Some CPU", "cpu_cores": 2},
+        },
         "sets": {"toy": {"n_items": 8, "elapsed_s": 1.0, "items_per_s": 8.0, "input_tokens": 80}},
         "metrics": quality.group_metrics("toy", _records_longer_passes(8), resamples=50),
     }
@@ -245,8 +247,9 @@ def test_chunk_support_has_no_binary_auroc_beside_its_3_way_accuracy():
                 "status": "ok",
                 "score": 1.0,
                 "passed": True,
-                "details": [{"label": "supports", "probabilities": {"supports": 0.6, "contradicts": 0.3,
-                                                                    "unrelated": 0.1}}],
+                "details": [
+                    {"label": "supports", "probabilities": {"supports": 0.6, "contradicts": 0.3, "unrelated": 0.1}}
+                ],
             }
         },
         "gold": {"passed": {"chunk_support": False}, "chunks": {"chunk_support": ["contradicts"]}},

@@ -168,9 +168,7 @@ def test_ragas_names_are_mapped():
     assert "question" not in row  # RAGAS text, not a typed question
     typed = normalize_row({"input": "x", "question": {"type": "noul"}})
     assert typed["question"] == {"type": "noul"}
-    assert normalize_row(
-        {"user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f"}
-    ) == {
+    assert normalize_row({"user_input": "u", "response": "r", "retrieved_contexts": ["c"], "reference": "f"}) == {
         "user_input": "u",
         "response": "r",
         "retrieved_contexts": ["c"],

@@ -101,9 +101,7 @@ def test_chunk_support_page_example(scripted):
     assert r.confidence == pytest.approx((0.7 + 0.55 + 0.4) / 3)
     assert [d.score for d in r.details] == [1.0, 0.5, 0.0]
     assert [d.passed for d in r.details] == [True, True, False]
-    assert r.details[2].probabilities == pytest.approx(
-        {"supports": 0.3, "contradicts": 0.6, "unrelated": 0.1}
-    )
+    assert r.details[2].probabilities == pytest.approx({"supports": 0.3, "contradicts": 0.6, "unrelated": 0.1})
 
 
 def test_chunk_support_score_clips_at_zero_and_passes_without_contradiction(scripted):
@@ -249,15 +247,11 @@ def test_typed_question_noul_choice_score(scripted):
     assert n.answer == {"type": "noul", "noul": pytest.approx(0.3), "x_option_mass": 1.0}
     assert c.score is None and c.label == "sales" and c.confidence == pytest.approx(0.5)
     assert "no 0..1 score" in c.reason
-    assert (
-        s.score == pytest.approx(1.05 / 2) and s.label == "1.0 / 2" and s.confidence == pytest.approx(0.925)
-    )
+    assert s.score == pytest.approx(1.05 / 2) and s.label == "1.0 / 2" and s.confidence == pytest.approx(0.925)
 
 
 def test_invalid_typed_question_is_an_error_result_in_datasets(scripted):
-    run = evaluate(
-        scripted(lambda s, q: [1, 1]), [{"input": "x", "question": {"type": "boolean"}}], ["typed_question"]
-    )
+    run = evaluate(scripted(lambda s, q: [1, 1]), [{"input": "x", "question": {"type": "boolean"}}], ["typed_question"])
     r = run.results[0].results["typed_question"]
     assert r.status == "error" and "question" in r.reason
 

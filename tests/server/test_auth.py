@@ -58,9 +58,7 @@ def test_auth_on_requires_a_configured_bearer_key(secured: TestClient) -> None:
     for key in KEYS:
         r = secured.post("/v1/systemone", json=BODY, headers={"Authorization": f"Bearer {key}"})
         assert r.status_code == 200, r.text
-    assert (
-        secured.post("/v1/systemone", json=BODY, headers={"Authorization": "bearer k-two"}).status_code == 200
-    )
+    assert secured.post("/v1/systemone", json=BODY, headers={"Authorization": "bearer k-two"}).status_code == 200
 
 
 def test_auth_on_leaves_probes_metrics_and_docs_open(secured: TestClient) -> None:
@@ -111,12 +109,23 @@ def test_serve_parser_collects_repeatable_keys() -> None:
     assert args.max_batch_requests is None  # the device decides (see default_batching)
     assert args.api_keys_file is None
     limits = parser.parse_args(
-        ["serve", "--api-keys-file", "/k", "--max-body-bytes", "4096", "--max-questions", "8", "--max-items",
-         "5", "--max-text-chars", "1000", "--drain-timeout", "5"]
+        [
+            "serve",
+            "--api-keys-file",
+            "/k",
+            "--max-body-bytes",
+            "4096",
+            "--max-questions",
+            "8",
+            "--max-items",
+            "5",
+            "--max-text-chars",
+            "1000",
+            "--drain-timeout",
+            "5",
+        ]
     )
-    assert (limits.api_keys_file, limits.max_body_bytes, limits.max_questions, limits.max_items) == (
-        "/k", 4096, 8, 5
-    )
+    assert (limits.api_keys_file, limits.max_body_bytes, limits.max_questions, limits.max_items) == ("/k", 4096, 8, 5)
     assert (limits.max_text_chars, limits.drain_timeout) == (1000, 5.0)
 
 

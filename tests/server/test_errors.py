@@ -232,9 +232,7 @@ def test_unreadable_bodies_get_one_422_shape_on_both_apis(
 
 
 def test_unknown_model_is_400_api_usage_error(client: TestClient) -> None:
-    msg = assert_error_shape(
-        client.post("/v1/systemone", json={**BODY, "model": "jev-9"}), 400, "api_usage_error"
-    )
+    msg = assert_error_shape(client.post("/v1/systemone", json={**BODY, "model": "jev-9"}), 400, "api_usage_error")
     assert "jev-9" in msg
 
 
@@ -326,15 +324,11 @@ class FailingEngine(ScriptedEngine):
 
 def test_engine_errors_map_through_the_table(body: dict[str, Any]) -> None:
     with TestClient(create_app(Judge(FailingEngine())), raise_server_exceptions=False) as c:
-        msg = assert_error_shape(
-            c.post("/v1/systemone", json={**body, "state": "LONG"}), 413, "request_too_large"
-        )
+        msg = assert_error_shape(c.post("/v1/systemone", json={**body, "state": "LONG"}), 413, "request_too_large")
         assert "8192" in msg
         detail = assert_validation_shape(c.post("/v1/systemone", json={**body, "state": "BADQ"}))
         assert detail[0]["loc"] == ["body", "questions", "team", "criteria"]  # index -> id
-        msg = assert_error_shape(
-            c.post("/v1/systemone", json={**body, "state": "CRASH"}), 500, "internal_error"
-        )
+        msg = assert_error_shape(c.post("/v1/systemone", json={**body, "state": "CRASH"}), 500, "internal_error")
         assert "engine bug" not in msg  # internals stay in the log
         assert c.post("/v1/systemone", json=body).status_code == 200  # the server is still fine
 
@@ -435,9 +429,7 @@ def test_questions_and_string_length_limits_are_422_naming_the_limit(scripted_ju
             100,
         )
         nested = {**BODY, "state": {"doc": ["ok", {"deep": "y" * 101}]}}
-        assert_limit(
-            c.post("/v1/systemone", json=nested), ["body", "state", "doc", 1, "deep"], "max_text_chars", 100
-        )
+        assert_limit(c.post("/v1/systemone", json=nested), ["body", "state", "doc", 1, "deep"], "max_text_chars", 100)
         long_option = {"type": "choice", "criteria": {"a" * 101: None, "b": "fine"}}
         assert_limit(
             c.post("/v1/systemone", json={**BODY, "questions": {"q": long_option}}),

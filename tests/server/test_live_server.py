@@ -55,9 +55,7 @@ def test_a_client_that_disconnects_frees_its_queue_place() -> None:
         result: dict[str, int] = {}
         later = threading.Thread(
             target=lambda: result.update(
-                status=httpx.post(
-                    f"{url}/v1/systemone", json={**BODY, "state": "later"}, timeout=60
-                ).status_code
+                status=httpx.post(f"{url}/v1/systemone", json={**BODY, "state": "later"}, timeout=60).status_code
             )
         )
         later.start()
@@ -81,9 +79,7 @@ def test_shutdown_drains_requests_in_flight() -> None:
     with serve_in_thread(app) as url:
         clients = [
             threading.Thread(
-                target=lambda: results.append(
-                    httpx.post(f"{url}/v1/systemone", json=BODY, timeout=60).status_code
-                )
+                target=lambda: results.append(httpx.post(f"{url}/v1/systemone", json=BODY, timeout=60).status_code)
             )
             for _ in range(3)
         ]

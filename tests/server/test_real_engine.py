@@ -134,9 +134,7 @@ def test_a_request_answered_in_a_batch_equals_it_answered_alone(default_judge) -
         {
             "model": "jev-latest",
             "state": {"ticket": 12, "text": "Where is my order?"},
-            "questions": {
-                "lang": {"type": "choice", "criteria": {"English": None, "Other": None, "French": "fr"}}
-            },
+            "questions": {"lang": {"type": "choice", "criteria": {"English": None, "Other": None, "French": "fr"}}},
         },
         {**BODY, "state": "My invoice shows a double charge. " * 20},
     ]

@@ -38,9 +38,7 @@ def test_systemone_answers_every_question_in_the_wire_shape(client: TestClient, 
     assert isinstance(usage["input_tokens"], int) and isinstance(usage["output_tokens"], int)
 
 
-def test_unicode_ids_and_option_names_come_back_byte_for_byte(
-    client: TestClient, body: dict[str, Any]
-) -> None:
+def test_unicode_ids_and_option_names_come_back_byte_for_byte(client: TestClient, body: dict[str, Any]) -> None:
     names = ["환불 요청", "배송 문의", "🙂 기타", "e\u0301", "\u00e9"]  # NFD and NFC kept apart
     body["questions"] = {
         "질문": {"type": "choice", "criteria": {n: None for n in names}},
@@ -65,23 +63,17 @@ def test_state_may_be_a_string_an_object_or_an_array(client: TestClient, body: d
         assert client.post("/v1/systemone", json={**body, "state": state}).status_code == 200
 
 
-def test_unknown_fields_are_ignored_and_the_served_name_is_accepted(
-    client: TestClient, body: dict[str, Any]
-) -> None:
+def test_unknown_fields_are_ignored_and_the_served_name_is_accepted(client: TestClient, body: dict[str, Any]) -> None:
     extra = {**body, "x_trace_id": "t", "seed": 7, "x_nonce": "n", "metadata": {"a": 1}}
     extra["questions"]["refund"]["weight"] = 3
     assert client.post("/v1/systemone", json=extra).status_code == 200
     assert client.post("/v1/systemone", json={**body, "model": "scripted-1"}).status_code == 200
 
 
-def test_choice_accepts_2_to_255_options_and_score_2_to_10_levels(
-    client: TestClient, body: dict[str, Any]
-) -> None:
+def test_choice_accepts_2_to_255_options_and_score_2_to_10_levels(client: TestClient, body: dict[str, Any]) -> None:
     for n in (2, 26, 255):
         crit = {"Billing": "bills", **{f"Queue {i:03d}": f"queue {i}" for i in range(1, n)}}
-        r = client.post(
-            "/v1/systemone", json={**body, "questions": {"q": {"type": "choice", "criteria": crit}}}
-        )
+        r = client.post("/v1/systemone", json={**body, "questions": {"q": {"type": "choice", "criteria": crit}}})
         assert r.status_code == 200 and len(r.json()["answers"]["q"]["probabilities"]) == n
     for n in (2, 10):
         qs = {"q": {"type": "score", "criteria": [f"L{i}" for i in range(n)]}}
@@ -123,9 +115,7 @@ def _metric(text: str, line_start: str) -> float:
     raise AssertionError(f"no metric line starting {line_start!r}")
 
 
-def test_metrics_count_requests_questions_tokens_and_batches(
-    client: TestClient, body: dict[str, Any]
-) -> None:
+def test_metrics_count_requests_questions_tokens_and_batches(client: TestClient, body: dict[str, Any]) -> None:
     client.post("/v1/systemone", json=body)
     client.post("/v1/systemone", json={**body, "model": "nope"})
     client.get("/no/such/route")
@@ -134,9 +124,7 @@ def test_metrics_count_requests_questions_tokens_and_batches(
     text = r.text
     ok = 'logitjudge_http_requests_total{method="POST",route="/v1/systemone",status="200"}'
     assert _metric(text, ok) == 1
-    assert (
-        _metric(text, 'logitjudge_http_requests_total{method="POST",route="/v1/systemone",status="400"}') == 1
-    )
+    assert _metric(text, 'logitjudge_http_requests_total{method="POST",route="/v1/systemone",status="400"}') == 1
     assert _metric(text, 'logitjudge_http_requests_total{method="GET",route="unmatched",status="404"}') == 1
     for t in ("noul", "choice", "score"):
         assert _metric(text, f'logitjudge_questions_total{{type="{t}"}}') == 1

@@ -120,9 +120,7 @@ def test_no_response_path_logs_state_text(caplog: pytest.LogCaptureFixture) -> N
     item = {"input": f"{MARKER} input", "output": f"{MARKER} output", "context": [f"{MARKER} chunk"]}
     with TestClient(app, raise_server_exceptions=False) as c:
         sent = [
-            c.post(
-                "/v1/systemone", json={**BODY, "state": MARKER, "x_unknown": MARKER}
-            ),  # 200, ignored field
+            c.post("/v1/systemone", json={**BODY, "state": MARKER, "x_unknown": MARKER}),  # 200, ignored field
             c.post("/v1/systemone", json={**BODY, "state": f"CRASH {MARKER}"}),  # 500 from the engine
             c.post("/v1/systemone", json={**BODY, "state": MARKER, "model": MARKER}),  # 400 unknown model
             c.post("/v1/systemone", json={**BODY, "state": MARKER * 100}),  # 422 over max_text_chars

@@ -24,9 +24,7 @@ __all__ = ["serve_in_thread"]
 
 
 @contextlib.contextmanager
-def serve_in_thread(
-    app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0
-) -> Iterator[str]:
+def serve_in_thread(app: Any, *, host: str = "127.0.0.1", port: int = 0, start_timeout: float = 30.0) -> Iterator[str]:
     """Serve ``app`` on ``host:port`` (0 = a free port) in a daemon thread; yields the base URL.
 
     Raises:
@@ -38,9 +36,7 @@ def serve_in_thread(
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=30)
     server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="logitjudge-server", daemon=True
-    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logitjudge-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout
     while not server.started:
