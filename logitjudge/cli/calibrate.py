@@ -7,28 +7,8 @@
     # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
     logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
 
-Steps:
-
-1. read every labelled distribution (:mod:`logitjudge.rubrics.samples`);
-2. split by **source item** (:func:`~logitjudge.rubrics.samples.item_group`: the right and the
-   hallucinated answer of one question, the questions of one case, stay on one side; sklearn
-   ``GroupShuffleSplit``, seeded) into a fitting part and a held-out part (``--holdout``, the
-   share of source items held out, default 0.5);
-3. fit per bucket on the fitting part (:func:`logitjudge.engine.calibration.fit`), which keeps a
-   scaling only when it lowers the cross-validated NLL;
-4. **refuse** every scaling that does not lower the NLL of the held-out samples it applies to by
-   :data:`~logitjudge.engine.calibration.MIN_NLL_GAIN` (that bucket stays uncalibrated); when
-   nothing is left the command writes no file and exits 1, saying so;
-5. report n, accuracy, AUROC, NLL, Brier and ECE (10 bins) on the held-out part before and after
-   the fitted scaling, per bucket and per data set x evaluator, and on **imbalanced slices** of
-   the two-option buckets (80/20 and 20/80 of the gold answer, subsampled from the held-out
-   part): a temperature that flattens every P(yes) to about 0.5 looks well calibrated on a
-   50/50 sample and is wrong on traffic with another base rate, which these rows show;
-6. draw reliability diagrams (``--report``, PNG).
-
-What the file is fitted for comes from the engine that produced the distributions: the quality
-JSON's or the results' ``.summary.json`` ``environment.engine``, else the model loaded from the
-model flags. Distributions produced under a calibration are refused (fit on raw ones).
+What it computes and how: :mod:`logitjudge.rubrics.calibrate`. This module is the command: its flags,
+reading the inputs, printing and writing.
 """
 
 from __future__ import annotations

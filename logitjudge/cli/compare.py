@@ -4,26 +4,8 @@
 
     logitjudge compare ours.jsonl hosted.jsonl [--out report.json] [--plots DIR] [--top 10]
 
-Both files hold ``logitjudge evaluate`` result rows (one JSON object per line with ``id`` and
-``results: {evaluator: {score, passed, label, status, ...}}``), or a JSON file with such rows
-under ``results`` (the shape of a batch ``POST /api/v1/evaluate`` response, e.g. exported from
-the hosted API), or a ``benchmarks/quality.py`` JSON (its per-item rows). Items are joined on
-``id``; an item or evaluator present on one side only is counted, never guessed.
-
-Per evaluator (both sides ``status: ok``):
-
-- ``pearson`` and ``spearman`` correlation of ``score`` (scipy.stats; null with a reason when a
-  side is constant or fewer than 3 items);
-- ``mean_abs_diff`` of ``score``;
-- ``decision_agreement``: share of items with the same decision -- ``passed`` at each side's
-  pass threshold; for a typed choice (no pass rule) the chosen label, for a typed yes/no
-  ``score >= 0.5`` -- with Cohen's kappa and the confusion matrix (scikit-learn; rows = ours,
-  columns = the other side);
-- ``top_disagreements``: the items whose scores differ most (decision disagreements first).
-
-Prints a table, writes the report JSON (``--out``) and, with ``--plots``, one PNG per evaluator
-(scatter of the two scores with the diagonal and the thresholds, and a histogram of the
-differences).
+What it computes and how: :mod:`logitjudge.rubrics.compare`. This module is the command: its flags,
+reading the inputs, printing and writing.
 """
 
 from __future__ import annotations
