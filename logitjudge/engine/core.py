@@ -8,8 +8,9 @@
 
 ``plan`` validates and tokenizes (raising typed errors that name the field and the count),
 ``Runner`` runs the chosen strategy, ``Readout`` turns hidden states into the final (calibrated)
-probabilities. Limits:
-2..255 choice options, 2..10 score levels (:data:`~logitjudge.engine.types.MAX_CHOICE_OPTIONS`,
+probabilities.
+
+Limits: 2..255 choice options, 2..10 score levels (:data:`~logitjudge.engine.types.MAX_CHOICE_OPTIONS`,
 :data:`~logitjudge.engine.types.MAX_SCORE_LEVELS`); the state plus the longest question at most
 ``max_state_tokens`` (32,768, or the model's own context if smaller); the whole request at most
 ``max_request_tokens`` (defaults and docs: :class:`~logitjudge.engine.config.EngineConfig`).

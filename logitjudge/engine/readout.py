@@ -60,30 +60,33 @@ def logsumexp(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def scale(
-    probs: torch.Tensor | Sequence[float], temperature: float, bias: Sequence[float] | None = None
+    probs: torch.Tensor | Sequence[float] | Sequence[Sequence[float]],
+    temperature: float,
+    bias: Sequence[float] | None = None,
 ) -> torch.Tensor:
-    """Temperature (and bias) scaling of one distribution: ``softmax(log max(p, 1e-9) / T + b)``.
+    """Temperature (and bias) scaling of distributions: ``softmax(log max(p, 1e-9) / T + b)``.
 
     Source: Guo et al. 2017 (see :mod:`logitjudge.engine.calibration`, which fits ``T`` and ``b``).
 
     Args:
-        probs: (n,) probabilities; computed in fp64.
+        probs: (n,) one distribution, or (N, n) several with the same options; computed in fp64.
         temperature: ``T`` > 0.
         bias: ``b``, one term per option, or ``None``.
 
     Returns:
-        (n,) fp64 probabilities summing to 1.
+        fp64 probabilities of ``probs``' shape, each row summing to 1 (a row of a batch equals
+        that row scaled alone, bit for bit).
 
     Raises:
-        ValueError: ``bias`` has another length than ``probs``.
+        ValueError: ``bias`` has another length than the rows of ``probs``.
     """
-    p = torch.as_tensor(probs, dtype=torch.float64)  # (n,)
-    z = p.clamp(PROBABILITY_FLOOR, 1.0).log() / temperature  # (n,)
+    p = torch.as_tensor(probs, dtype=torch.float64)  # (..., n)
+    z = p.clamp(PROBABILITY_FLOOR, 1.0).log() / temperature  # (..., n)
     if bias is not None:
-        if len(bias) != z.shape[0]:
-            raise ValueError(f"bias has {len(bias)} terms for {z.shape[0]} options")
-        z = z + torch.tensor(bias, dtype=torch.float64)
-    return softmax(z, dim=0)
+        if len(bias) != z.shape[-1]:
+            raise ValueError(f"bias has {len(bias)} terms for {z.shape[-1]} options")
+        z = z + torch.tensor(bias, dtype=torch.float64)  # (n,) broadcast over rows
+    return softmax(z, dim=-1)
 
 
 def logit_transform(config: Any) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -167,3 +167,13 @@ def test_a_calibrated_engine_answers_the_readout_stage_called_directly(make_tiny
         # and that is the calibration's formula applied to the raw readout distribution
         assert probs == pytest.approx(cal.apply(plan.questions[q].type, raw[(0, q)][0]), abs=1e-12)
         assert probs != pytest.approx(raw[(0, q)][0], abs=1e-3)  # calibration did something
+
+
+def test_scale_of_a_batch_equals_each_row_alone_and_the_calibration_formula():
+    probs = [[0.7, 0.2, 0.1], [0.05, 0.9, 0.05], [1.0, 0.0, 0.0]]  # a zero is floored at 1e-9
+    batch = readout.scale(probs, 2.0, (0.3, -0.2, 0.0))  # (3, 3)
+    for row, p in zip(batch, probs):
+        assert torch.equal(row, readout.scale(p, 2.0, (0.3, -0.2, 0.0)))
+        assert row.tolist() == Scaling(2.0, (0.3, -0.2, 0.0)).apply(p)
+    with pytest.raises(ValueError, match="bias has 2 terms for 3 options"):
+        readout.scale(probs, 2.0, (0.3, 0.0))
