@@ -9,13 +9,14 @@ a request dict to an answer::
     judge.ask({"model": "jev-latest", "state": "The parcel arrived broken.",
                "questions": {"refund": {"type": "noul", "instructions": "Does the customer want a refund?"}}})
 
-This module is the one place where the wire format (``logitjudge.contract.systemone``, pydantic only)
-is converted to the engine's typed request (``logitjudge.engine.types``) and back.
+Here the wire format (``logitjudge.contract.systemone``, pydantic only) meets the engine's typed
+request (``logitjudge.engine.types``), converted both ways by :mod:`logitjudge.convert` (the one
+converter; the rubrics use it too). Typed callers skip the wire: :meth:`Judge.answer_many` takes
+engine requests and returns engine results.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,9 @@ from pydantic import ValidationError
 
 from logitjudge.contract import systemone as schemas
 from logitjudge.contract.systemone import MODEL_ALIASES
-from logitjudge.engine import answers as answer_fields
+from logitjudge.convert import answer_to_wire, question_to_engine, wire_to_engine
 from logitjudge.engine.config import EngineConfig
-from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question
+from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
 
 
@@ -48,57 +49,6 @@ def check_model(judge: Any, requested: str) -> None:
     accepts = getattr(judge, "accepts_model", None)
     if accepts is not None and not accepts(requested):
         raise UnknownModelError(requested, served=judge.model_name, aliases=MODEL_ALIASES)
-
-
-def wire_to_engine(req: schemas.SystemOneRequest, *, default_rotations: int = 1) -> EngineRequest:
-    """Convert a validated wire request to the engine's typed request (question ids dropped).
-
-    The order of ``EngineRequest.questions`` is the order of ``req.questions``; ids never reach
-    the engine. Option names are kept byte for byte.
-    """
-    rotations = req.x_rotations if req.x_rotations is not None else default_rotations
-    questions: list[Question] = []
-    for q in req.questions.values():
-        if isinstance(q, schemas.NoulQuestion):
-            crit = q.criteria or schemas.NoulCriteria()
-            opts: tuple[Option, ...] = (Option("true", crit.true), Option("false", crit.false))
-            questions.append(Question("noul", q.instructions, opts))
-        elif isinstance(q, schemas.ChoiceQuestion):
-            opts = tuple(Option(name, desc) for name, desc in q.criteria.items())
-            questions.append(Question("choice", q.instructions, opts, rotations=rotations))
-        else:
-            opts = tuple(Option(str(i), level) for i, level in enumerate(q.criteria))
-            questions.append(Question("score", q.instructions, opts, rotations=rotations))
-    return EngineRequest(state=req.state, questions=tuple(questions))
-
-
-def _finite(x: float) -> float:
-    if not math.isfinite(x):  # pragma: no cover - softmax over finite logits is finite
-        raise LogitJudgeError("non-finite probability from the engine")
-    return float(x)
-
-
-def answer_to_wire(question: Any, answer: Answer) -> schemas.NoulAnswer | schemas.ChoiceAnswer | schemas.ScoreAnswer:
-    """Build the wire answer for one question from the engine's one final distribution."""
-    probs = [_finite(p) for p in answer.probabilities]
-    mass = _finite(answer.option_mass)
-    if isinstance(question, schemas.NoulQuestion):
-        return schemas.NoulAnswer(noul=probs[0], x_option_mass=mass)
-    if isinstance(question, schemas.ChoiceQuestion):
-        names = list(question.criteria)
-        return schemas.ChoiceAnswer(
-            choice=names[answer_fields.argmax(probs)],
-            probabilities=dict(zip(names, probs)),
-            confidence=answer_fields.choice_confidence(probs),
-            x_option_mass=mass,
-        )
-    return schemas.ScoreAnswer(
-        score=answer_fields.expected_score(probs),
-        legend={str(i): level for i, level in enumerate(question.criteria)},
-        probabilities={str(i): p for i, p in enumerate(probs)},
-        confidence=answer_fields.score_confidence(probs),
-        x_option_mass=mass,
-    )
 
 
 class Judge:
@@ -228,7 +178,9 @@ class Judge:
 
     def to_response(self, req: schemas.SystemOneRequest, result: EngineResult) -> schemas.SystemOneResponse:
         """Engine result -> wire response, keyed by the request's question ids in request order."""
-        answers = {qid: answer_to_wire(q, a) for (qid, q), a in zip(req.questions.items(), result.answers)}
+        answers = {
+            qid: answer_to_wire(question_to_engine(q), a) for (qid, q), a in zip(req.questions.items(), result.answers)
+        }
         return schemas.SystemOneResponse(
             model=self.model_name,
             answers=answers,
@@ -244,6 +196,15 @@ class Judge:
         request alone raised (an over-budget request does not fail its neighbours).
         """
         return list(self.engine.run_batch(requests))
+
+    def answer_many(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
+        """The typed entry: engine requests in, one engine result (or that request's own
+        :class:`RequestError`) per request out, in order, in shared forward passes.
+
+        What the rubrics send (one request per item, every evaluator's questions over its state);
+        the same as :meth:`run_batch`.
+        """
+        return self.run_batch(requests)
 
     def ask_many(
         self, requests: Sequence[dict[str, Any] | schemas.SystemOneRequest]

@@ -7,6 +7,7 @@ functions), plus what importing the server really loads.
                                                       ranges in engine/types.py (dataclasses only)
     errors, settings                                   import nothing of ours
     engine     prompt, pack, runner, readout, core    imports only engine, errors, settings
+    convert    wire <-> engine types, the one converter imports only contract, engine, errors
     rubrics    evaluators, scoring, datasets          no facade, no server, no cli (a judge is passed in)
     judge      the facade (ask, ask_many, evaluate)   no server, no cli
     server     FastAPI edge                           no cli; never loads torch (test_routes.py)
@@ -28,10 +29,11 @@ ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "settings": set(),
     "engine": {"engine", "errors", "settings"},
-    "rubrics": {"rubrics", "contract", "engine", "errors", "settings"},
-    "judge": {"engine", "contract", "rubrics", "errors", "settings"},
-    "server": {"server", "contract", "engine", "errors", "settings", "judge", "rubrics", "__init__"},
-    "cli": {"cli", "server", "rubrics", "contract", "engine", "errors", "settings", "judge", "__init__"},
+    "convert": {"contract", "engine", "errors"},
+    "rubrics": {"rubrics", "convert", "contract", "engine", "errors", "settings"},
+    "judge": {"engine", "contract", "convert", "rubrics", "errors", "settings"},
+    "server": {"server", "contract", "convert", "engine", "errors", "settings", "judge", "rubrics", "__init__"},
+    "cli": {"cli", "server", "rubrics", "contract", "convert", "engine", "errors", "settings", "judge", "__init__"},
     "__init__": {"errors", "judge"},
 }
 

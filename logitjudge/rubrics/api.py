@@ -11,8 +11,8 @@
     run.results[0].results["chunk_relevance"].score
     run.summary["faithfulness"].value("pass_rate")
 
-Each item is one ``judge.ask`` body (one state, every selected evaluator's questions); items are
-sent ``batch_size`` at a time through ``judge.ask_many``. ``evaluators="auto"`` takes each item's
+Each item is one engine request (one state, every selected evaluator's typed questions); items are
+sent ``batch_size`` at a time through ``judge.answer_many``. ``evaluators="auto"`` takes each item's
 own ``evaluator`` field (the labelled data sets' rows); their typed-question rows
 (``generic_yesno``, ``multiple_choice``, ``rating``) run ``typed_question``.
 """
@@ -136,7 +136,7 @@ def evaluate(
     """Evaluate ``items`` with ``evaluators`` (names, suites, or ``"auto"``) and summarise.
 
     Args:
-        judge: a :class:`logitjudge.Judge` (anything with ``ask``/``ask_many``).
+        judge: a :class:`logitjudge.Judge` (anything with ``answer_many``).
         items: dicts with ``input``/``output``/``expected``/``context`` (or RAGAS names), an
             optional ``id``, and optional gold (``labels``, ``context_labels``, ``gold``).
         thresholds: per-evaluator pass thresholds overriding the defaults.

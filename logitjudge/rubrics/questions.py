@@ -1,16 +1,19 @@
-"""Evaluator -> System One questions over the item's state (spec B.2).
+"""Evaluator -> typed System One questions over the item's state (spec B.2).
 
-Each evaluator becomes one question, or one per chunk, in wire form (the body of
-``POST /v1/systemone``'s ``questions``). Ids are namespaced by evaluator: ``"faithfulness"`` for a
-single question, ``"chunk_relevance.3"`` for chunk 3. Ids never reach the model, so the
-namespace changes nothing about the answers; it only routes answers back to their evaluator.
+Each evaluator becomes one :class:`~logitjudge.engine.types.Question`, or one per chunk, under a
+namespaced id: ``"faithfulness"`` for a single question, ``"chunk_relevance.3"`` for chunk 3.
+Ids never reach the model (the engine request carries the questions alone, in order); they only
+route answers back to their evaluator. The questions are what ``POST /v1/systemone`` would give
+the engine for the same body (:mod:`logitjudge.convert`): a noul's options ``(true, false)``, a
+choice's options by name, a score's levels ``"0"``..``"n-1"``; the judge's option-order rotations
+are applied when the item is sent (:func:`logitjudge.convert.with_rotations`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from logitjudge.contract.evaluate import Item
+from logitjudge.convert import question_to_engine
+from logitjudge.engine.types import Option, Question
 from logitjudge.rubrics.definitions import EvaluatorDef
 from logitjudge.rubrics.items import parse_typed_question
 
@@ -29,34 +32,27 @@ def question_ids(defn: EvaluatorDef, n_chunks: int) -> list[str]:
     return [defn.name]
 
 
-def _one(defn: EvaluatorDef, instructions: str) -> dict[str, Any]:
+def _one(defn: EvaluatorDef, instructions: str) -> Question:
     if defn.question_type == "noul":
-        q: dict[str, Any] = {"type": "noul", "instructions": instructions}
-        if defn.criteria is not None:
-            q["criteria"] = defn.criteria.model_dump(exclude_none=True)
-        return q
+        crit = defn.criteria
+        true, false = (None, None) if crit is None else (crit.true, crit.false)
+        return Question("noul", instructions, (Option("true", true), Option("false", false)))
     if defn.question_type == "choice":
-        return {
-            "type": "choice",
-            "instructions": instructions,
-            "criteria": {o.name: o.description for o in defn.options or ()},
-        }
-    return {"type": "score", "instructions": instructions, "criteria": list(defn.levels or ())}
+        return Question("choice", instructions, tuple(Option(o.name, o.description) for o in defn.options or ()))
+    return Question("score", instructions, tuple(Option(str(i), level) for i, level in enumerate(defn.levels or ())))
 
 
 def build_questions(
     defn: EvaluatorDef, item: Item, *, field: tuple[str | int, ...] = ("question",)
-) -> dict[str, dict[str, Any]]:
-    """``{namespaced id: wire question}`` for ``defn`` on ``item`` (required fields assumed present).
+) -> dict[str, Question]:
+    """``{namespaced id: question}`` for ``defn`` on ``item`` (required fields assumed present).
 
     Raises:
         InvalidRequestError: ``typed_question`` and the item's ``question`` is not a valid
             System One question (``field`` locates it).
     """
     if defn.question_type == "typed":
-        parsed = parse_typed_question(item.question or {}, field=field)
-        dumped = parsed.model_dump(mode="json", exclude_none=True)
-        return {defn.name: {k: v for k, v in dumped.items() if k in ("type", "instructions", "criteria")}}
+        return {defn.name: question_to_engine(parse_typed_question(item.question or {}, field=field))}
     template = defn.template or ""
     if defn.per_chunk:
         ids = question_ids(defn, len(item.chunks()))

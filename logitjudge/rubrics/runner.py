@@ -1,10 +1,12 @@
-"""Run evaluators over items: one System One request per item, all evaluators inside it.
+"""Run evaluators over items: one engine request per item, all evaluators inside it.
 
-For each item the selected evaluators' questions are gathered under namespaced ids and sent in
-**one** ``judge.ask`` body over **one** state (spec B.2): one engine call, one forward pass over
-that state. A batch of items goes to ``judge.ask_many`` (still one request, one state per item;
-the engine may share forward passes between items). Answers are routed back by namespace and
-scored by the pure functions of :mod:`logitjudge.rubrics.scoring`.
+For each item the selected evaluators' typed questions are gathered under namespaced ids and
+sent as **one** :class:`~logitjudge.engine.types.EngineRequest` over **one** state (spec B.2):
+one forward pass over that state. A batch of items goes to ``judge.answer_many`` in one call
+(still one request, one state per item; the engine may share forward passes between items).
+Ids stay here: the typed answers come back in question order and are routed back to their
+evaluator by namespace, then scored with their questions by the pure functions of
+:mod:`logitjudge.rubrics.scoring`.
 
 Missing required fields (spec B.5, B.9): an evaluator named explicitly raises
 :class:`InvalidRequestError` naming the field when ``strict`` (the HTTP API); through a suite, or
@@ -18,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
+from logitjudge.convert import check_state, with_rotations
+from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.scoring import errored, score_answers, skipped
+from logitjudge.rubrics.scoring import Answered, errored, score_answers, skipped
 
 __all__ = [
     "ItemPlan",
@@ -48,18 +52,29 @@ class MissingFieldError(InvalidRequestError):
 
 @dataclass
 class ItemPlan:
-    """What one item sends: its state, its namespaced questions, and who owns which ids."""
+    """What one item sends: its state, its namespaced typed questions, and who owns which ids."""
 
     item: Item
     state: dict[str, Any]
-    questions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    questions: dict[str, Question] = field(default_factory=dict)
     owners: list[tuple[Selected, list[str]]] = field(default_factory=list)
     early: dict[str, EvaluatorResult] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
 
-    def body(self, model: str) -> dict[str, Any]:
-        """The ``POST /v1/systemone`` body for this item (one state, every question)."""
-        return {"model": model, "state": self.state, "questions": self.questions}
+    def request(self, rotations: int = 1) -> EngineRequest:
+        """The one engine request of this item: its state and every question, in id order.
+
+        Choice and score questions get ``rotations`` (the judge's ``default_rotations``, as
+        ``POST /v1/systemone`` gives a request without ``x_rotations``).
+
+        Raises:
+            InvalidRequestError: the state is not valid wire Text (a lone surrogate, a
+                non-finite number, nesting over 64 levels; ``field`` = ``("state", ...)``).
+        """
+        check_state(self.state)
+        return EngineRequest(
+            state=self.state, questions=tuple(with_rotations(q, rotations) for q in self.questions.values())
+        )
 
 
 def _missing_reason(fields: Sequence[str]) -> str:
@@ -139,39 +154,42 @@ def check_thresholds(registry: Registry, thresholds: Mapping[str, float] | None)
     return out
 
 
-def lowest_option_mass(answers: Sequence[Mapping[str, Any]]) -> float | None:
-    """The lowest ``x_option_mass`` of an evaluator's answers (None when no answer carries one).
+def lowest_option_mass(answered: Sequence[Answered]) -> float | None:
+    """The lowest option mass of an evaluator's answers (None when it has no answer).
 
     One figure per evaluator result: a per-chunk evaluator is as weak as its weakest chunk's
     answer, and a low mass is what a reader must be warned about
     (:data:`logitjudge.settings.LOW_OPTION_MASS`).
     """
-    masses = [float(m) for a in answers if isinstance(m := a.get("x_option_mass"), (int, float))]
+    masses = [float(a.answer.option_mass) for a in answered]
     return min(masses) if masses else None
 
 
 def finish_plan(
-    plan: ItemPlan, response: Mapping[str, Any] | LogitJudgeError | None, thresholds: Mapping[str, float]
+    plan: ItemPlan, response: EngineResult | LogitJudgeError | None, thresholds: Mapping[str, float]
 ) -> ItemResult:
+    """Score the engine's answers to ``plan``'s request into the item's result.
+
+    ``response`` is the item's :class:`EngineResult` (answers in the order of
+    ``plan.questions``), the error that request alone raised (its evaluators are ``error``), or
+    None when the item made no engine call.
+    """
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
     if isinstance(response, LogitJudgeError):
         for sel, _ in plan.owners:
             results[sel.name] = errored(sel.definition, f"{type(response).__name__}: {response.message}")
     elif response is not None:
-        u = response.get("usage", {})
         usage = EvaluateUsage(
-            input_tokens=int(u.get("input_tokens", 0)),
-            output_tokens=int(u.get("output_tokens", 0)),
-            requests=1,
+            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens, requests=1
         )
-        answers = response["answers"]
+        by_id = {qid: Answered(q, a) for (qid, q), a in zip(plan.questions.items(), response.answers, strict=True)}
         for sel, ids in plan.owners:
             defn = sel.definition
+            own = [by_id[i] for i in ids]
             try:
-                own = [answers[i] for i in ids]
                 scored = score_answers(defn, own, thresholds.get(defn.name))
-            except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # a malformed answer
+            except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
                 results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
                 continue
             mass = lowest_option_mass(own)
@@ -193,11 +211,11 @@ def run_plans(
 ) -> Iterator[ItemResult]:
     """Send planned items to the judge and yield one :class:`ItemResult` per item, in order.
 
-    A batch of one item is a single ``judge.ask`` (one engine call, one state); larger batches
-    go through ``judge.ask_many``. An engine error on one item (e.g. its state is over the token
-    budget) marks that item's evaluators ``error`` and never stops the others, unless ``strict``
-    and a batch of one, when the error is raised (the HTTP single-item form maps it to 413 etc.).
-    Items with no runnable evaluator make no engine call.
+    Each batch is one ``judge.answer_many`` call with one :class:`EngineRequest` per item (with
+    the judge's ``default_rotations``). An error on one item (its state is over the token budget,
+    or not valid Text) marks that item's evaluators ``error`` and never stops the others, unless
+    ``strict`` and a batch of one, when the error is raised (the HTTP single-item form maps it to
+    413 etc.). Items with no runnable evaluator make no engine call.
 
     Raises:
         UnknownModelError: ``model`` is not served by ``judge`` (checked before any work).
@@ -208,21 +226,24 @@ def run_plans(
     check = getattr(judge, "check_model", None)  # a stand-in judge without it serves every name
     if check is not None:
         check(model)
+    rotations = int(getattr(judge, "default_rotations", 1))
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[ItemResult]:
-        with_questions = [p for p in batch if p.questions]
-        responses: list[Any] = []
-        if len(with_questions) == 1:
+        by_plan: dict[int, EngineResult | LogitJudgeError] = {}
+        sent: list[tuple[ItemPlan, EngineRequest]] = []
+        for p in batch:
+            if not p.questions:
+                continue
             try:
-                responses = [judge.ask(with_questions[0].body(model))]
-            except LogitJudgeError as exc:
-                if strict and len(batch) == 1:
-                    raise
-                responses = [exc]
-        elif with_questions:
-            responses = list(judge.ask_many([p.body(model) for p in with_questions]))
-        by_plan = dict(zip(map(id, with_questions), responses, strict=True))
+                sent.append((p, p.request(rotations)))
+            except InvalidRequestError as exc:
+                by_plan[id(p)] = exc
+        if sent:
+            results = judge.answer_many([req for _, req in sent])
+            by_plan.update(zip((id(p) for p, _ in sent), results, strict=True))
+        if strict and len(batch) == 1 and isinstance(error := by_plan.get(id(batch[0])), LogitJudgeError):
+            raise error
         for p in batch:
             yield finish_plan(p, by_plan.get(id(p)), checked)
         batch.clear()

@@ -1,7 +1,10 @@
 """Answers -> evaluator results: pure functions, one per ``scoring`` kind (spec B.3, B.4, B.6).
 
-Every function takes the evaluator's definition, its System One answers (wire dicts, in the
-order of its question ids) and the threshold, and returns an :class:`EvaluatorResult`.
+Every function takes the evaluator's definition, its typed answers (:class:`Answered`: each
+engine :class:`~logitjudge.engine.types.Answer` with the :class:`~logitjudge.engine.types.Question`
+it answers, in the order of its question ids) and the threshold, and returns an
+:class:`EvaluatorResult`. The answer fields (choice, expected score, confidence) come from
+:mod:`logitjudge.engine.answers` (spec A.7), exactly as ``POST /v1/systemone`` computes them.
 
 ============== ============================ ====================== ==========================
 scoring        score                        label                  passed
@@ -23,14 +26,19 @@ page's example (levels 2 and 3 at 5% / 95%, expected level 2.95, shown as "2.9 /
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult
+from logitjudge.convert import answer_to_wire
+from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness, noul_distribution
+from logitjudge.engine.types import Answer, Question
 from logitjudge.rubrics.definitions import EvaluatorDef
 
 __all__ = [
+    "Answered",
     "percent_label",
     "level_label",
     "score_answers",
@@ -43,7 +51,33 @@ __all__ = [
     "errored",
 ]
 
-Answer = Mapping[str, Any]
+
+@dataclass(frozen=True)
+class Answered:
+    """One engine answer with the question it answers (its option names and levels).
+
+    Attributes:
+        question: the question as sent (``options`` name the probabilities, in order).
+        answer: the engine's answer: ``probabilities`` one per option, and ``option_mass``.
+    """
+
+    question: Question
+    answer: Answer
+
+    def probabilities(self) -> dict[str, float]:
+        """``{option name: probability}`` in option order (score: ``"0"``..``"n-1"``)."""
+        return {o.name: float(p) for o, p in zip(self.question.options, self.answer.probabilities, strict=True)}
+
+    def p_yes(self) -> float:
+        """A noul's P(true), clipped to [0, 1] (the wire answer's ``noul``)."""
+        if self.question.type != "noul":
+            raise ValueError(f"expected a noul answer, got a {self.question.type} answer")
+        return _clip01(self.answer.probabilities[0])
+
+    def choice(self) -> str:
+        """The option with the largest probability (ties: the earliest)."""
+        return self.question.options[answer_fields.argmax(self.answer.probabilities)].name
+
 
 CHUNK_SUPPORT_SCORES = {"supports": 1.0, "unrelated": 0.5, "contradicts": 0.0}
 """Per-chunk score of chunk_support's details, "mapped from the chosen option" [docs]."""
@@ -78,20 +112,16 @@ def errored(defn: EvaluatorDef, reason: str) -> EvaluatorResult:
     return EvaluatorResult(name=defn.name, version=defn.version, status="error", reason=reason)
 
 
-def _noul_p(answer: Answer) -> float:
-    return _clip01(answer["noul"])
-
-
 def _yes_no(p_yes: float) -> dict[str, float]:
     """``{"yes": ..., "no": ...}``: the pair :func:`~logitjudge.engine.answers.noul_distribution` gives."""
     yes, no = noul_distribution(p_yes)
     return {"yes": yes, "no": no}
 
 
-def score_probability(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+def score_probability(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
     """One noul: score = p(yes); passed when p >= threshold."""
     (answer,) = answers
-    p = _noul_p(answer)
+    p = answer.p_yes()
     return EvaluatorResult(
         **_base(defn, threshold),
         score=p,
@@ -102,34 +132,46 @@ def score_probability(defn: EvaluatorDef, answers: Sequence[Answer], threshold: 
     )
 
 
-def _rubric_fields(answer: Answer) -> dict[str, Any]:
-    probs = {k: float(v) for k, v in answer["probabilities"].items()}
+def _rubric_fields(answer: Answered) -> dict[str, Any]:
+    if answer.question.type != "score":
+        raise ValueError(f"expected a score answer, got a {answer.question.type} answer")
+    probs = answer.probabilities()
     top = len(probs) - 1
-    expected = float(answer["score"])
+    expected = answer_fields.expected_score(answer.answer.probabilities)
     return {
         "score": _clip01(expected / top),
         "label": level_label(expected, top),
-        "confidence": _clip01(answer["confidence"]),
+        "confidence": _clip01(answer_fields.score_confidence(answer.answer.probabilities)),
         "probabilities": probs,
-        "legend": dict(answer["legend"]),
+        "legend": {o.name: o.description for o in answer.question.options},
     }
 
 
-def score_rubric(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+def _choice_fields(answer: Answered) -> dict[str, Any]:
+    if answer.question.type != "choice":
+        raise ValueError(f"expected a choice answer, got a {answer.question.type} answer")
+    return {
+        "label": answer.choice(),
+        "confidence": _clip01(answer_fields.choice_confidence(answer.answer.probabilities)),
+        "probabilities": answer.probabilities(),
+    }
+
+
+def score_rubric(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
     """One score question with L levels: score = E[level]/(L-1); passed when score >= threshold."""
     (answer,) = answers
     fields = _rubric_fields(answer)
     return EvaluatorResult(**_base(defn, threshold), **fields, passed=fields["score"] >= threshold)
 
 
-def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
     """One noul per chunk: chunk i relevant when p_i >= 0.5; score = relevant / N (hard count).
 
     ``x_soft_score`` = mean p_i, for ranking without ties (the soft precision of spec C.13).
     """
     details = []
     for i, answer in enumerate(answers):
-        p = _noul_p(answer)
+        p = answer.p_yes()
         details.append(
             ChunkDetail(
                 index=i,
@@ -155,7 +197,7 @@ def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answer], thresho
     )
 
 
-def score_chunk_support(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
+def score_chunk_support(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
     """One choice per chunk (supports / contradicts / unrelated); score = max(0, (S - C) / N).
 
     A single contradicting chunk fails the check [docs]; otherwise passed when score >= threshold
@@ -165,15 +207,13 @@ def score_chunk_support(defn: EvaluatorDef, answers: Sequence[Answer], threshold
     names = [o.name for o in defn.options or ()]
     details = []
     for i, answer in enumerate(answers):
-        probs = {k: float(v) for k, v in answer["probabilities"].items()}
-        label = str(answer["choice"])
+        fields = _choice_fields(answer)
+        label = fields["label"]
         details.append(
             ChunkDetail(
                 index=i,
-                label=label,
+                **fields,
                 score=CHUNK_SUPPORT_SCORES.get(label, 0.5),
-                probabilities=probs,
-                confidence=_clip01(answer["confidence"]),
                 passed=label != "contradicts",
             )
         )
@@ -191,18 +231,20 @@ def score_chunk_support(defn: EvaluatorDef, answers: Sequence[Answer], threshold
     )
 
 
-def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float) -> EvaluatorResult:
-    """The item's own question, reported as answered; ``answer`` holds the System One answer.
+def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
+    """The item's own question, reported as answered; ``answer`` holds the System One answer
+    (the wire answer ``POST /v1/systemone`` gives, :func:`logitjudge.convert.answer_to_wire`).
 
     noul: score = p(yes), label "nn% yes"; score question: score = E[level]/(L-1), label
     "x.x / L-1"; choice: label = the chosen option, score null (options are not ordered).
     ``passed`` is null: a typed question has no pass rule (compare with your gold answer).
     """
     (answer,) = answers
-    base = {**_base(defn, threshold), "answer": dict(answer), "passed": None}
+    wire = answer_to_wire(answer.question, answer.answer).model_dump(mode="json", exclude_none=True)
+    base = {**_base(defn, threshold), "answer": wire, "passed": None}
     why = "a typed question has no pass rule; compare its answer with the gold answer"
-    if answer["type"] == "noul":
-        p = _noul_p(answer)
+    if answer.question.type == "noul":
+        p = answer.p_yes()
         return EvaluatorResult(
             **base,
             score=p,
@@ -211,14 +253,12 @@ def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answer], threshol
             probabilities=_yes_no(p),
             reason=why,
         )
-    if answer["type"] == "score":
+    if answer.question.type == "score":
         return EvaluatorResult(**base, **_rubric_fields(answer), reason=why)
     return EvaluatorResult(
         **base,
         score=None,
-        label=str(answer["choice"]),
-        confidence=_clip01(answer["confidence"]),
-        probabilities={k: float(v) for k, v in answer["probabilities"].items()},
+        **_choice_fields(answer),
         reason="a choice question has unordered options, so no 0..1 score and no pass rule",
     )
 
@@ -232,6 +272,6 @@ _SCORERS = {
 }
 
 
-def score_answers(defn: EvaluatorDef, answers: Sequence[Answer], threshold: float | None = None) -> EvaluatorResult:
+def score_answers(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float | None = None) -> EvaluatorResult:
     """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's."""
     return _SCORERS[defn.scoring](defn, answers, defn.threshold if threshold is None else threshold)

@@ -7,10 +7,11 @@ Two forms on one route (spec B.1, B.8):
 - batch: ``{"evaluators": [...], "items": [{"id": ..., "input": ...}, ...]}``
   -> ``{"model", "results": [{"id", "results", "passed", "usage"}, ...], "summary", "usage"}``.
 
-Each item is **one** engine request: one state, every selected evaluator's questions (ids
-namespaced like ``chunk_relevance.3``), answered by the same
-:meth:`~logitjudge.server.systemone_routes.ServerState.answer` as ``POST /v1/systemone`` (the
-app's batching scheduler; on an app without one, the judge in a worker thread).
+Each item is **one** typed :class:`~logitjudge.engine.types.EngineRequest`: one state, every
+selected evaluator's questions (ids namespaced like ``chunk_relevance.3``, kept on the rubric
+side), answered by :meth:`~logitjudge.server.systemone_routes.ServerState.answer_engine`, the
+engine step of ``POST /v1/systemone`` (the app's batching scheduler; on an app without one, the
+judge in a worker thread). No wire body is built on the way.
 
 The route reads like the request's path: parse (FastAPI, into :class:`EvaluateRequest`) ->
 validate (:func:`_plan`: the model, the limits, the evaluators and their fields) -> one call per
@@ -36,6 +37,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from logitjudge.contract.evaluate import EvaluateUsage, Item, ItemResult
+from logitjudge.engine.types import EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
@@ -104,13 +106,16 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
     return plans, batch
 
 
-async def _answer(state: ServerState, plan: ItemPlan, model: str) -> dict[str, Any] | None:
-    """One engine request for one item (None when no evaluator of the item runs)."""
+async def _answer(state: ServerState, plan: ItemPlan) -> EngineResult | None:
+    """One engine request for one item (None when no evaluator of the item runs).
+
+    Raises:
+        InvalidRequestError: the item's state is not valid Text (a lone surrogate, ...).
+        LogitJudgeError: the engine's (over budget, overloaded, ...).
+    """
     if not plan.questions:
         return None
-    req = state.judge.validate(plan.body(model))
-    response = await state.answer(req)
-    return response.model_dump(mode="json", exclude_none=True)
+    return await state.answer_engine(plan.request(state.judge.default_rotations))
 
 
 def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
@@ -137,7 +142,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     if not batch:
         (plan,) = plans
         try:
-            response = await _answer(state, plan, body.model)
+            response = await _answer(state, plan)
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
         result = finish_plan(plan, response, thresholds)
@@ -149,7 +154,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     async def one(plan: ItemPlan) -> ItemResult:
         async with gate:
             try:
-                response: dict[str, Any] | LogitJudgeError | None = await _answer(state, plan, body.model)
+                response: EngineResult | LogitJudgeError | None = await _answer(state, plan)
             except LogitJudgeError as exc:
                 response = exc
         return finish_plan(plan, response, thresholds)

@@ -144,12 +144,21 @@ class ServerState:
             LogitJudgeError: the engine's (413 over budget, 529 overloaded, ...); an
                 :class:`InvalidRequestError` names the question by its id (:func:`by_question_id`).
         """
-        engine_request = self.judge.to_engine(req)
         try:
-            result = await self._run(engine_request)
+            result = await self.answer_engine(self.judge.to_engine(req))
         except InvalidRequestError as exc:
             raise by_question_id(exc, list(req.questions)) from None
         return self.judge.to_response(req, result)
+
+    async def answer_engine(self, request: EngineRequest) -> EngineResult:
+        """Answer one typed engine request through the scheduler (the evaluate route's entry;
+        :meth:`answer` converts the wire to it and back).
+
+        Raises:
+            LogitJudgeError: the engine's; an :class:`InvalidRequestError` names questions by
+                index (``("questions", i, ...)``), as the engine does.
+        """
+        return await self._run(request)
 
     async def answer_systemone(self, req: schemas.SystemOneRequest, request: Request) -> schemas.SystemOneResponse:
         """:meth:`answer` for ``POST /v1/systemone``: cancelled when the client leaves, and counted.

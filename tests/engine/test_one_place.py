@@ -69,22 +69,25 @@ def test_the_scan_catches_the_old_calibration_code():
 def test_noul_yes_no_is_rebuilt_only_by_noul_distribution():
     assert noul_distribution(0.8) == (0.8, 1.0 - 0.8)
     rebuilt = re.compile(r"1(\.0)?\s*-\s*(p|p_yes|score)\b")
-    for name in ("rubrics/scoring.py", "rubrics/samples.py", "judge.py"):
+    for name in ("rubrics/scoring.py", "rubrics/samples.py", "judge.py", "convert.py"):
         text = (PACKAGE / name).read_text(encoding="utf-8")
         assert not rebuilt.search(text), f"{name} rebuilds P(no) itself; use noul_distribution"
 
 
 def test_scoring_reports_the_noul_distribution():
+    from logitjudge.engine.types import Answer
     from logitjudge.rubrics.registry import default_registry
-    from logitjudge.rubrics.scoring import score_answers
+    from logitjudge.rubrics.scoring import Answered, score_answers
 
     registry = default_registry()
     by_kind = {d.scoring: d for d in registry.evaluators.values()}
-    noul = {"type": "noul", "noul": 0.7}
+    question = Question("noul", "?", (Option("true"), Option("false")))
+    noul = Answered(question, Answer("noul", (0.7, 0.3), option_mass=1.0))
+    low = Answered(question, Answer("noul", (0.2, 0.8), option_mass=1.0))
     for kind, answers in [
         ("probability", [noul]),
         ("typed_question", [noul]),
-        ("chunk_precision", [noul, {"type": "noul", "noul": 0.2}, noul]),  # yes = the relevant share
+        ("chunk_precision", [noul, low, noul]),  # yes = the relevant share
     ]:
         result = score_answers(by_kind[kind], answers)
         p_yes = 0.7 if kind != "chunk_precision" else 2 / 3

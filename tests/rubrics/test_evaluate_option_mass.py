@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from logitjudge.engine.types import Answer, EngineResult, Usage
 from logitjudge.rubrics.aggregate import summarize
 from logitjudge.rubrics.api import to_item
 from logitjudge.rubrics.registry import default_registry
@@ -22,11 +23,12 @@ def test_each_result_carries_the_lowest_option_mass_of_its_answers():
     item = to_item({"id": "i", "input": "q", "output": "a", "context": ["c0", "c1"]})
     plan = plan_item(item, reg.select(["chunk_relevance", "faithfulness"]), strict=False)
     masses = {"chunk_relevance": [0.3, 0.002], "faithfulness": [0.6]}
-    answers = {}
+    by_id = {}
     for sel, qids in plan.owners:
         for qid, mass in zip(qids, masses[sel.name], strict=True):
-            answers[qid] = {"type": "noul", "noul": 0.7, "x_option_mass": mass}
-    res = finish_plan(plan, {"answers": answers, "usage": {}}, {})
+            by_id[qid] = Answer("noul", (0.7, 0.3), option_mass=mass)
+    result = EngineResult(tuple(by_id[qid] for qid in plan.questions), Usage(input_tokens=0))
+    res = finish_plan(plan, result, {})
     assert res.results["chunk_relevance"].x_option_mass == pytest.approx(0.002)  # the weakest chunk
     assert res.results["faithfulness"].x_option_mass == pytest.approx(0.6)
     dumped = res.model_dump(mode="json", exclude_none=True)

@@ -11,9 +11,10 @@ import math
 
 import pytest
 
+from logitjudge.engine.types import Answer, Option, Question
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.registry import default_registry
-from logitjudge.rubrics.scoring import level_label, percent_label, score_answers
+from logitjudge.rubrics.scoring import Answered, level_label, percent_label, score_answers
 
 FULL = {
     "id": "full",
@@ -268,10 +269,35 @@ def test_labels():
     assert level_label(2.2999999999, 3) == "2.3 / 3"
 
 
+NOUL = Question("noul", "Grounded?", (Option("true"), Option("false")))
+
+
 def test_score_answers_is_pure():
     defn = default_registry().get("faithfulness")
-    answer = {"type": "noul", "noul": 0.25}
+    answer = Answered(NOUL, Answer("noul", (0.25, 0.75), option_mass=1.0))
     a = score_answers(defn, [answer])
     b = score_answers(defn, [answer])
-    assert a == b and answer == {"type": "noul", "noul": 0.25}
+    assert a == b and answer == Answered(NOUL, Answer("noul", (0.25, 0.75), option_mass=1.0))
+    assert a.score == 0.25 and a.passed is False
     assert score_answers(defn, [answer], threshold=0.2).passed is True
+
+
+def test_score_answers_reads_typed_answers_with_their_questions():
+    """Choice, expected level and confidence come from the probabilities and the question's options
+    (spec A.7), as ``POST /v1/systemone`` computes them; no wire dict is read."""
+    reg = default_registry()
+    support = reg.get("chunk_support")
+    choice = Question("choice", "?", tuple(Option(o.name, o.description) for o in support.options or ()))
+    names = [o.name for o in choice.options]
+    probs = {"supports": 0.3, "contradicts": 0.6, "unrelated": 0.1}
+    r = score_answers(support, [Answered(choice, Answer("choice", tuple(probs[n] for n in names), 0.9))])
+    assert r.details is not None and r.details[0].label == "contradicts" and r.passed is False
+    assert r.details[0].confidence == pytest.approx((0.6 - 1 / 3) / (1 - 1 / 3))
+    assert r.details[0].probabilities == pytest.approx(probs)
+    relevancy = reg.get("answer_relevancy")
+    levels = Question("score", "?", tuple(Option(str(i), lv) for i, lv in enumerate(relevancy.levels or ())))
+    r = score_answers(relevancy, [Answered(levels, Answer("score", (0.0, 0.06, 0.66, 0.28), 1.0))])
+    assert r.score == pytest.approx((0.06 + 2 * 0.66 + 3 * 0.28) / 3) and r.label == "2.2 / 3"
+    assert r.legend == {str(i): lv for i, lv in enumerate(relevancy.levels or ())}
+    with pytest.raises(ValueError):  # a noul evaluator given a score answer
+        score_answers(reg.get("faithfulness"), [Answered(levels, Answer("score", (0.0, 0.06, 0.66, 0.28), 1.0))])
