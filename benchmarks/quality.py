@@ -251,9 +251,9 @@ def _pair_figures(u: dict[str, np.ndarray], resamples: int, seed: int) -> dict[s
     return figs.out
 
 
-def _distribution_figures(figs: _Figures, samples: Sequence[Any], n: int) -> None:
+def _distribution_figures(figs: _Figures, samples: Sequence[Any], n: int, *, top_label: bool = False) -> None:
     """NLL, Brier and ECE of labelled distributions whose units are the figure's units."""
-    arr = sample_arrays(samples)
+    arr = sample_arrays(samples, top_label=top_label)
     figs.add("nll", arr["nll"].mean(), _mean(arr["nll"]), n)
     figs.add("brier", arr["brier"].mean(), _mean(arr["brier"]), n)
     score, truth = arr["score"], arr["truth"]
@@ -299,11 +299,12 @@ def _typed_figures(rows: Sequence[Mapping[str, Any]], qtype: str, resamples: int
     n = len(samples)
     if not n:
         return figs.out
-    arr = sample_arrays(samples)
+    top_label = qtype != "noul"  # choice questions of 2 and more options are pooled (multi-class)
+    arr = sample_arrays(samples, top_label=top_label)
     figs.add("accuracy", arr["hit"].mean(), _mean(arr["hit"].astype(float)), n)
     chance = np.asarray([1.0 / len(s.probs) for s in samples])
     figs.add("chance_accuracy", chance.mean(), _mean(chance), n)
-    _distribution_figures(figs, samples, n)
+    _distribution_figures(figs, samples, n, top_label=top_label)
     if qtype == "score":
         err = np.asarray([abs(sum(i * p for i, p in enumerate(s.probs)) - s.gold) for s in samples])
         figs.add("mae_level", err.mean(), _mean(err), n)

@@ -263,18 +263,21 @@ def samples_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Sample]:
     return [s for row in rows for s in samples_from_row(row)]
 
 
-def sample_arrays(samples: Sequence[Sample]) -> dict[str, np.ndarray]:
+def sample_arrays(samples: Sequence[Sample], *, top_label: bool = False) -> dict[str, np.ndarray]:
     """Per-sample terms of :func:`sample_metrics`, so that resampled metrics are means over them.
 
     Returns ``{"nll", "brier", "hit", "score", "truth"}``, each of shape ``(N,)``: ``score`` and
     ``truth`` are what ECE and AUROC use (two options: ``p_0`` and "gold is option 0"; more:
     the top-label confidence and ``hit``).
 
+    With ``top_label`` every sample is measured as a multi-class one (multi-class Brier, top-label
+    confidence and hit), so choice questions of 2 and of more options can be pooled.
+
     Raises:
-        ValueError: two-option samples mixed with samples of more options.
+        ValueError: two-option samples mixed with samples of more options (without ``top_label``).
     """
     counts = {len(s.probs) for s in samples}
-    if 2 in counts and len(counts) > 1:
+    if 2 in counts and len(counts) > 1 and not top_label:
         raise ValueError(f"samples mix option counts {sorted(counts)}; measure two-option samples apart")
     nlls, briers, hits, conf = [], [], [], []
     for s in samples:
@@ -282,10 +285,10 @@ def sample_arrays(samples: Sequence[Sample]) -> dict[str, np.ndarray]:
         y = np.zeros_like(p)
         y[s.gold] = 1.0
         nlls.append(-math.log(min(1.0, max(1e-12, p[s.gold]))))
-        briers.append((p[0] - y[0]) ** 2 if len(p) == 2 else float(((p - y) ** 2).sum()))
+        briers.append((p[0] - y[0]) ** 2 if len(p) == 2 and not top_label else float(((p - y) ** 2).sum()))
         hits.append(int(p.argmax()) == s.gold)
         conf.append(float(p.max()))
-    if counts == {2}:
+    if counts == {2} and not top_label:
         scores, truth = [s.probs[0] for s in samples], [s.gold == 0 for s in samples]
     else:
         scores, truth = conf, hits

@@ -259,3 +259,16 @@ def test_chunk_support_has_no_binary_auroc_beside_its_3_way_accuracy():
     assert [r["kind"] for r in rows] == ["three_way"]
     assert "auroc" not in rows[0]["figures"] and "length_baseline_auroc" not in rows[0]["figures"]
     assert rows[0]["accuracy"] == 0.0 and rows[0]["figures"]["nll"]["value"] == pytest.approx(-np.log(0.3))
+
+
+def test_choice_samples_of_two_and_more_options_pool_as_multiclass():
+    """TruthfulQA-style choices (2..10 options) crashed the 100-row run; top_label pools them."""
+    from logitjudge.rubrics.samples import Sample, sample_arrays
+
+    samples = [Sample("a:1", "q", "choice", (0.7, 0.3), 0), Sample("b:1", "q", "choice", (0.2, 0.5, 0.3), 1)]
+    with pytest.raises(ValueError):
+        sample_arrays(samples)
+    arr = sample_arrays(samples, top_label=True)
+    assert arr["hit"].tolist() == [True, True]
+    assert arr["brier"][0] == pytest.approx(0.3**2 + 0.3**2)  # multi-class, not binary
+    assert arr["score"].tolist() == [0.7, 0.5]
