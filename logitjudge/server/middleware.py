@@ -63,6 +63,19 @@ async def _refuse(exc: LogitJudgeError, scope: Scope, receive: Receive, send: Se
     await logitjudge_error_response(exc)(scope, receive, send)
 
 
+def _not_utf8_json(body: bytearray) -> str | None:
+    """Why ``body`` cannot be UTF-8 JSON text, or ``None``. A NUL byte never is (controls are
+    escaped in JSON) and is how UTF-16/32 without a byte-order mark look; one pass each, no copy."""
+    nul = body.find(0)
+    if nul >= 0:
+        return f"the body is not valid UTF-8 JSON (a NUL byte at byte {nul}: UTF-16 or UTF-32?)"
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    return None
+
+
 class MetricsMiddleware:
     """Counts requests by route template, method and status, and observes their latency.
 
@@ -196,20 +209,10 @@ class BodyMiddleware:
 
         # JSON bodies are UTF-8 (RFC 8259 8.1): json.loads(bytes) would also guess UTF-16/32 from
         # a byte-order mark and accept them, whatever the docs say; refuse anything else here.
-        # A NUL byte is never in UTF-8 JSON text (controls are escaped), and is how UTF-16/32
-        # without a byte-order mark look.
-        if body:
-            why = None
-            if b"\x00" in body:
-                why = f"the body is not valid UTF-8 JSON (a NUL byte at byte {bytes(body).index(0)}: UTF-16 or UTF-32?)"
-            else:
-                try:
-                    bytes(body).decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    why = f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-            if why is not None:
-                await _refuse(UnreadableBodyError(why), scope, receive, send)
-                return
+        why = _not_utf8_json(body)
+        if why is not None:
+            await _refuse(UnreadableBodyError(why), scope, receive, send)
+            return
 
         replayed = False
 
