@@ -74,6 +74,8 @@ from logitjudge.rubrics.samples import (
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+WITHOUT_CONTRAST = "without_contrast"
+"""Group suffix of an evaluator with contrast scored by P(yes) with context alone (same run)."""
 SMALL_N = 20
 """Figures on fewer items than this are marked with a dagger."""
 
@@ -333,8 +335,12 @@ def group_metrics(
     """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
-        for name in rec.get("results", {}):
-            groups[_group_key(rec, name)].append({**rec, "results": {name: rec["results"][name]}})
+        for name, res in rec.get("results", {}).items():
+            groups[_group_key(rec, name)].append({**rec, "results": {name: res}})
+            if res.get("x_p_yes_with_context") is not None:  # the same run, scored by P(yes) alone
+                p = float(res["x_p_yes_with_context"])
+                plain = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
+                groups[f"{name}:{WITHOUT_CONTRAST}"].append({**rec, "results": {name: plain}})
     out = []
     for key, rows in groups.items():
         name = key.split(":")[0]

@@ -165,6 +165,16 @@ class EvaluatorResult(_Out):
         default=None,
         description="chunk_relevance: mean p(relevant), a tie-free ranking value beside the hard precision.",
     )
+    x_p_yes_without_context: float | None = Field(
+        default=None,
+        description="Evaluators with contrast 'context' (faithfulness): P(yes) of the same question over "
+        "the state without `context`; the score is sigmoid(logit P(yes | with context) - logit of this), "
+        "how much the context raises P(yes) (0.5: the context changes nothing).",
+    )
+    x_p_yes_with_context: float | None = Field(
+        default=None,
+        description="Evaluators with contrast 'context': P(yes) over the whole state, before the contrast.",
+    )
     x_option_mass: float | None = Field(
         default=None,
         description="The lowest x_option_mass of this evaluator's answers: the probability the model "

@@ -105,6 +105,11 @@ class EvaluatorDef(_Strict):
             ``chunk_support`` (choice per chunk: max(0, (S-C)/N), any contradiction fails),
             ``typed_question`` (the item's own question, answered as asked).
         threshold: default pass threshold on the 0..1 score (overridable per request).
+        contrast: ``"context"`` (``probability`` scoring, ``context`` required): the question is
+            asked twice, over the state and over the state without ``context``, and the score is
+            how much the context raises P(yes) (:func:`logitjudge.rubrics.scoring.contrast_probability`;
+            the content-free baseline of Zhao et al. 2021, "Calibrate Before Use", applied to
+            the evidence). ``None``: the score is P(yes).
     """
 
     name: Name
@@ -121,6 +126,7 @@ class EvaluatorDef(_Strict):
     levels: tuple[str, ...] | None = None
     scoring: Literal["probability", "rubric", "chunk_precision", "chunk_support", "typed_question"]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
+    contrast: Literal["context"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> EvaluatorDef:
@@ -163,6 +169,8 @@ class EvaluatorDef(_Strict):
             option_names = {o.name for o in self.options or ()}
             if not {"supports", "contradicts"} <= option_names:
                 raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
+        if self.contrast is not None and (self.scoring != "probability" or "context" not in self.required):
+            raise ValueError(f"{self.name}: contrast 'context' needs scoring 'probability' and a required `context`")
         if self.per_chunk and "context" not in self.required:
             raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
         if self.question_type == "typed":

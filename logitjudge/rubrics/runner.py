@@ -8,6 +8,11 @@ Ids stay here: the typed answers come back in question order and are routed back
 evaluator by namespace, then scored with their questions by the pure functions of
 :mod:`logitjudge.rubrics.scoring`.
 
+Contrast (``"contrast": "context"`` in an evaluator's definition, e.g. faithfulness): the
+item's questions of such evaluators are also sent over the state without ``context``, as a
+second request in the same ``answer_many`` call, and scored by how much the context raises
+P(yes) (:func:`logitjudge.rubrics.scoring.contrast_probability`).
+
 Missing required fields (spec B.5, B.9): an evaluator named explicitly raises
 :class:`InvalidRequestError` naming the field when ``strict`` (the HTTP API); through a suite, or
 when not ``strict`` (datasets), it is ``skipped`` with a reason.
@@ -60,6 +65,17 @@ class ItemPlan:
     owners: list[tuple[Selected, list[str]]] = field(default_factory=list)
     early: dict[str, EvaluatorResult] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    contrast: dict[str, Question] = field(default_factory=dict)
+    """The questions of evaluators with ``contrast: "context"``, asked again without ``context``."""
+
+    def contrast_request(self, rotations: int = 1) -> EngineRequest | None:
+        """The content-free twin of :meth:`request` for the contrast questions (None if none):
+        the same state without ``context``, so only the evidence differs between the two."""
+        if not self.contrast:
+            return None
+        state = {k: v for k, v in self.state.items() if k != "context"}
+        check_state(state)
+        return EngineRequest(state=state, questions=tuple(with_rotations(q, rotations) for q in self.contrast.values()))
 
     def request(self, rotations: int = 1) -> EngineRequest:
         """The one engine request of this item: its state and every question, in id order.
@@ -132,6 +148,8 @@ def plan_item(
             continue
         plan.questions.update(qs)
         plan.owners.append((sel, list(qs)))
+        if defn.contrast == "context":
+            plan.contrast.update(qs)
     return plan
 
 
@@ -166,13 +184,17 @@ def lowest_option_mass(answered: Sequence[Answered]) -> float | None:
 
 
 def finish_plan(
-    plan: ItemPlan, response: EngineResult | LogitJudgeError | None, thresholds: Mapping[str, float]
+    plan: ItemPlan,
+    response: EngineResult | LogitJudgeError | None,
+    thresholds: Mapping[str, float],
+    contrast: EngineResult | LogitJudgeError | None = None,
 ) -> ItemResult:
     """Score the engine's answers to ``plan``'s request into the item's result.
 
     ``response`` is the item's :class:`EngineResult` (answers in the order of
     ``plan.questions``), the error that request alone raised (its evaluators are ``error``), or
-    None when the item made no engine call.
+    None when the item made no engine call. ``contrast`` is the answer to
+    :meth:`ItemPlan.contrast_request` (or its error: the contrast evaluators are ``error``).
     """
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
@@ -184,15 +206,30 @@ def finish_plan(
             input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens, requests=1
         )
         by_id = {qid: Answered(q, a) for (qid, q), a in zip(plan.questions.items(), response.answers, strict=True)}
+        base_id: dict[str, Answered] = {}
+        if isinstance(contrast, EngineResult):
+            usage = EvaluateUsage(
+                input_tokens=usage.input_tokens + contrast.usage.input_tokens,
+                output_tokens=usage.output_tokens + contrast.usage.output_tokens,
+                requests=usage.requests + 1,
+            )
+            base_id = {qid: Answered(q, a) for (qid, q), a in zip(plan.contrast.items(), contrast.answers, strict=True)}
         for sel, ids in plan.owners:
             defn = sel.definition
             own = [by_id[i] for i in ids]
+            baseline = None
+            if defn.contrast is not None:
+                if not isinstance(contrast, EngineResult):
+                    why = "no answer" if contrast is None else f"{type(contrast).__name__}: {contrast.message}"
+                    results[defn.name] = errored(defn, f"the request without `context` failed: {why}")
+                    continue
+                baseline = [base_id[i] for i in ids]
             try:
-                scored = score_answers(defn, own, thresholds.get(defn.name))
+                scored = score_answers(defn, own, thresholds.get(defn.name), baseline)
             except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
                 results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
                 continue
-            mass = lowest_option_mass(own)
+            mass = lowest_option_mass([*own, *(baseline or ())])
             results[defn.name] = scored if mass is None else scored.model_copy(update={"x_option_mass": mass})
     ordered = {name: results[name] for name in plan.order}
     verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
@@ -211,7 +248,8 @@ def run_plans(
 ) -> Iterator[ItemResult]:
     """Send planned items to the judge and yield one :class:`ItemResult` per item, in order.
 
-    Each batch is one ``judge.answer_many`` call with one :class:`EngineRequest` per item (with
+    Each batch is one ``judge.answer_many`` call with one :class:`EngineRequest` per item, plus
+    its content-free twin when an evaluator has ``contrast`` (:meth:`ItemPlan.contrast_request`; with
     the judge's ``default_rotations``). An error on one item (its state is over the token budget,
     or not valid Text) marks that item's evaluators ``error`` and never stops the others, unless
     ``strict`` and a batch of one, when the error is raised (the HTTP single-item form maps it to
@@ -230,22 +268,28 @@ def run_plans(
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[ItemResult]:
-        by_plan: dict[int, EngineResult | LogitJudgeError] = {}
-        sent: list[tuple[ItemPlan, EngineRequest]] = []
+        # keys: (id(plan), False) for the item's request, (id(plan), True) for its contrast twin
+        by_plan: dict[tuple[int, bool], EngineResult | LogitJudgeError] = {}
+        sent: list[tuple[tuple[int, bool], EngineRequest]] = []
         for p in batch:
             if not p.questions:
                 continue
             try:
-                sent.append((p, p.request(rotations)))
+                sent.append(((id(p), False), p.request(rotations)))
+                twin = p.contrast_request(rotations)
+                if twin is not None:
+                    sent.append(((id(p), True), twin))
             except InvalidRequestError as exc:
-                by_plan[id(p)] = exc
+                by_plan[(id(p), False)] = exc
         if sent:
             results = judge.answer_many([req for _, req in sent])
-            by_plan.update(zip((id(p) for p, _ in sent), results, strict=True))
-        if strict and len(batch) == 1 and isinstance(error := by_plan.get(id(batch[0])), LogitJudgeError):
-            raise error
+            by_plan.update(zip((key for key, _ in sent), results, strict=True))
+        if strict and len(batch) == 1:
+            for twin_key in (False, True):
+                if isinstance(error := by_plan.get((id(batch[0]), twin_key)), LogitJudgeError):
+                    raise error
         for p in batch:
-            yield finish_plan(p, by_plan.get(id(p)), checked)
+            yield finish_plan(p, by_plan.get((id(p), False)), checked, by_plan.get((id(p), True)))
         batch.clear()
 
     for plan in plans:

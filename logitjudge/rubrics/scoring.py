@@ -10,6 +10,7 @@ it answers, in the order of its question ids) and the threshold, and returns an
 scoring        score                        label                  passed
 ============== ============================ ====================== ==========================
 probability    p(yes)                       "nn% yes"              p >= threshold
+ + contrast    sigmoid(logit p - logit p0)  "nn% yes"              score >= threshold
 rubric         E[level] / (L-1)             "x.x / L-1"            score >= threshold
 chunk_precision relevant / N (p_i >= 0.5)   "k/N relevant"         score >= threshold
 chunk_support  max(0, (S - C) / N)          "S supports, C ..."    no contradiction, score >= threshold
@@ -43,6 +44,7 @@ __all__ = [
     "level_label",
     "score_answers",
     "score_probability",
+    "contrast_probability",
     "score_rubric",
     "score_chunk_precision",
     "score_chunk_support",
@@ -118,10 +120,53 @@ def _yes_no(p_yes: float) -> dict[str, float]:
     return {"yes": yes, "no": no}
 
 
-def score_probability(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
-    """One noul: score = p(yes); passed when p >= threshold."""
+_CONTRAST_EPS = 1e-6
+"""P(yes) is clipped to [eps, 1 - eps] before its logit, so a saturated answer stays finite."""
+
+
+def contrast_probability(p_with: float, p_without: float) -> float:
+    """How much the evidence raises P(yes): ``sigmoid(logit p_with - logit p_without)``.
+
+    Args:
+        p_with: P(yes) of the question over the whole state (with ``context``), in [0, 1].
+        p_without: P(yes) of the same question over the state without ``context``, in [0, 1].
+
+    Returns:
+        A probability in (0, 1): 0.5 when the context changes nothing, above when it raises
+        P(yes), below when it lowers it. It is the posterior of "yes" when the prior odds of the
+        context-free question are divided out (odds ratio), the content-free calibration of Zhao
+        et al. 2021 ("Calibrate Before Use", ICML) and the PMI scoring of Holtzman et al. 2021
+        ("Surface Form Competition"), applied to the evidence instead of an empty input.
+        It cancels what the answer alone makes the model say (its length, its fluency).
+    """
+
+    def logit(p: float) -> float:
+        q = min(1.0 - _CONTRAST_EPS, max(_CONTRAST_EPS, float(p)))
+        return math.log(q / (1.0 - q))
+
+    z = logit(p_with) - logit(p_without)
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def score_probability(
+    defn: EvaluatorDef,
+    answers: Sequence[Answered],
+    threshold: float,
+    baseline: Sequence[Answered] | None = None,
+) -> EvaluatorResult:
+    """One noul: score = p(yes); passed when score >= threshold.
+
+    With ``baseline`` (the same question over the state without ``context``, for an evaluator
+    with ``contrast: "context"``), score = :func:`contrast_probability` of the two, and both
+    P(yes) are reported (``x_p_yes_with_context``, ``x_p_yes_without_context``).
+    """
     (answer,) = answers
-    p = answer.p_yes()
+    p = p_with = answer.p_yes()
+    p_without = None
+    if baseline is not None:
+        (base,) = baseline
+        p_without = base.p_yes()
+        p = contrast_probability(p_with, p_without)
     return EvaluatorResult(
         **_base(defn, threshold),
         score=p,
@@ -129,6 +174,8 @@ def score_probability(defn: EvaluatorDef, answers: Sequence[Answered], threshold
         confidence=decisiveness(p),
         probabilities=_yes_no(p),
         passed=p >= threshold,
+        x_p_yes_with_context=None if p_without is None else p_with,
+        x_p_yes_without_context=p_without,
     )
 
 
@@ -272,6 +319,20 @@ _SCORERS = {
 }
 
 
-def score_answers(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float | None = None) -> EvaluatorResult:
-    """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's."""
-    return _SCORERS[defn.scoring](defn, answers, defn.threshold if threshold is None else threshold)
+def score_answers(
+    defn: EvaluatorDef,
+    answers: Sequence[Answered],
+    threshold: float | None = None,
+    baseline: Sequence[Answered] | None = None,
+) -> EvaluatorResult:
+    """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's.
+
+    ``baseline``: the answers over the state without ``context``; required exactly when the
+    evaluator has ``contrast`` (``ValueError`` otherwise).
+    """
+    limit = defn.threshold if threshold is None else threshold
+    if (defn.contrast is not None) != (baseline is not None):
+        raise ValueError(f"{defn.name}: contrast {defn.contrast!r} and baseline answers must come together")
+    if baseline is not None:
+        return score_probability(defn, answers, limit, baseline)
+    return _SCORERS[defn.scoring](defn, answers, limit)

@@ -106,16 +106,39 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
     return plans, batch
 
 
-async def _answer(state: ServerState, plan: ItemPlan) -> EngineResult | None:
-    """One engine request for one item (None when no evaluator of the item runs).
+Answers = tuple[EngineResult | LogitJudgeError | None, EngineResult | LogitJudgeError | None]
+"""The item's engine answer and its contrast twin's (None: not asked)."""
+
+
+async def _answer(state: ServerState, plan: ItemPlan, *, raise_errors: bool) -> Answers:
+    """The item's engine request and, for evaluators with contrast, its twin without ``context``
+    (:meth:`ItemPlan.contrast_request`), submitted together; ``(None, None)`` when no evaluator
+    of the item runs.
 
     Raises:
         InvalidRequestError: the item's state is not valid Text (a lone surrogate, ...).
-        LogitJudgeError: the engine's (over budget, overloaded, ...).
+        LogitJudgeError: ``raise_errors`` and the engine refused either request (over budget,
+            overloaded, ...); otherwise the error is returned in its place.
     """
     if not plan.questions:
-        return None
-    return await state.answer_engine(plan.request(state.judge.default_rotations))
+        return None, None
+    rotations = state.judge.default_rotations
+    requests = [plan.request(rotations)]
+    twin = plan.contrast_request(rotations)
+    if twin is not None:
+        requests.append(twin)
+    got = await asyncio.gather(*(state.answer_engine(r) for r in requests), return_exceptions=True)
+    out: list[EngineResult | LogitJudgeError | None] = []
+    for g in got:
+        if isinstance(g, LogitJudgeError):
+            if raise_errors:
+                raise g
+            out.append(g)
+        elif isinstance(g, BaseException):
+            raise g
+        else:
+            out.append(g)
+    return out[0], (out[1] if len(out) > 1 else None)
 
 
 def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
@@ -142,10 +165,10 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     if not batch:
         (plan,) = plans
         try:
-            response = await _answer(state, plan)
+            response, twin = await _answer(state, plan, raise_errors=True)
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
-        result = finish_plan(plan, response, thresholds)
+        result = finish_plan(plan, response, thresholds, twin)
         out = result.model_dump(mode="json", exclude_none=True)
         return JSONResponse({"model": state.judge.model_name, **out}, headers={"cache-control": "no-store"})
 
@@ -153,11 +176,12 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
 
     async def one(plan: ItemPlan) -> ItemResult:
         async with gate:
+            twin: EngineResult | LogitJudgeError | None = None
             try:
-                response: EngineResult | LogitJudgeError | None = await _answer(state, plan)
+                response, twin = await _answer(state, plan, raise_errors=False)
             except LogitJudgeError as exc:
                 response = exc
-        return finish_plan(plan, response, thresholds)
+        return finish_plan(plan, response, thresholds, twin)
 
     results = list(await asyncio.gather(*(one(p) for p in plans)))
     rows = [

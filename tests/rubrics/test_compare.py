@@ -24,8 +24,8 @@ def _p(state) -> float:
 
 def _run(tmp_path: Path, name: str, shift: float) -> Path:
     def script(state, question):
-        if question.type == "noul":
-            p = min(0.99, max(0.01, _p(state) + shift))
+        if question.type == "noul":  # the shift moves P(yes) given the context, not the contrast twin's
+            p = min(0.99, max(0.01, _p(state) + (shift if "context" in state else 0.0)))
             return [p, 1 - p]
         n = len(question.options)
         return [1.0 + shift] + [1.0] * (n - 1)

@@ -28,9 +28,11 @@ def test_each_result_carries_the_lowest_option_mass_of_its_answers():
         for qid, mass in zip(qids, masses[sel.name], strict=True):
             by_id[qid] = Answer("noul", (0.7, 0.3), option_mass=mass)
     result = EngineResult(tuple(by_id[qid] for qid in plan.questions), Usage(input_tokens=0))
-    res = finish_plan(plan, result, {})
+    # faithfulness's contrast twin (the question without `context`) answers on less mass still
+    twin = EngineResult((Answer("noul", (0.5, 0.5), option_mass=0.4),), Usage(input_tokens=0))
+    res = finish_plan(plan, result, {}, twin)
     assert res.results["chunk_relevance"].x_option_mass == pytest.approx(0.002)  # the weakest chunk
-    assert res.results["faithfulness"].x_option_mass == pytest.approx(0.6)
+    assert res.results["faithfulness"].x_option_mass == pytest.approx(0.4)  # the weaker of its two answers
     dumped = res.model_dump(mode="json", exclude_none=True)
     assert dumped["results"]["chunk_relevance"]["x_option_mass"] == pytest.approx(0.002)
 

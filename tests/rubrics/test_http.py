@@ -14,6 +14,8 @@ URL = "/api/v1/evaluate"
 
 def _script(state, q):
     ins = str(q.instructions)
+    if q.type == "noul" and "context" not in state:  # faithfulness's contrast twin: an even prior
+        return [0.5, 0.5]
     if q.type == "noul":
         return [0.9, 0.1] if "`context[0]`" in ins or "`context[3]`" in ins else [0.2, 0.8]
     return [1.0] * len(q.options)
@@ -114,7 +116,7 @@ def test_batch_form_with_summary_and_per_item_missing_field(client):
     assert metrics["pass_rate"]["value"] == 0.0  # scripted p(yes) = 0.2 < 0.5
     assert metrics["accuracy"]["value"] == 1.0
     assert metrics["precision"]["value"] is None and metrics["precision"]["reason"]
-    assert out["usage"]["requests"] == 2
+    assert out["usage"]["requests"] == 4  # per item: its request and faithfulness's twin without context
 
     body["items"].append({"id": "c", "input": "q"})
     r = client.post(URL, json=body)

@@ -25,13 +25,15 @@ ITEM = {
 
 
 def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(scripted):
+    """One call: the item's one request over its whole state, plus faithfulness's contrast twin
+    (the same question over the state without ``context``)."""
     judge = scripted(lambda s, q: [1.0] * len(q.options))
     run = evaluate(judge, [ITEM], ["Everything"])
     calls = judge.engine.calls
     assert len(calls) == 1, "one engine call"
     (requests,) = calls
-    assert len(requests) == 1, "one request (one state) in that call"
-    (req,) = requests
+    assert len(requests) == 2, "the item's request (one state) and the contrast twin in that call"
+    req, twin = requests
     # 3 chunks x 2 per-chunk evaluators + 9 single-question evaluators
     assert len(req.questions) == 3 + 3 + 9
     assert req.state == {
@@ -40,8 +42,11 @@ def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(
         "expected": ITEM["expected"],
         "context": ITEM["context"],
     }
+    faithfulness = plan_item(Item.model_validate(ITEM), default_registry().select(["faithfulness"]), strict=True)
+    assert twin.questions == tuple(faithfulness.questions.values())
+    assert twin.state == {k: v for k, v in req.state.items() if k != "context"}
     assert all(r.status == "ok" for r in run.results[0].results.values())
-    assert run.usage.requests == 1
+    assert run.usage.requests == 2
 
 
 def test_question_ids_are_namespaced_and_never_reach_the_engine(scripted):
@@ -157,7 +162,9 @@ def test_batches_share_engine_calls_but_keep_one_state_per_item(scripted):
     judge = scripted(lambda s, q: [1.0] * len(q.options))
     items = [{"id": i, "output": f"o{i}", "context": [f"c{i}"]} for i in range(5)]
     run = evaluate(judge, items, ["faithfulness"], batch_size=2)
-    assert [len(c) for c in judge.engine.calls] == [2, 2, 1]
+    # each item: its request and faithfulness's contrast twin, in the batch's one call
+    assert [len(c) for c in judge.engine.calls] == [4, 4, 2]
+    assert [sorted(r.state) for r in judge.engine.calls[0]] == [["context", "output"], ["output"]] * 2
     assert [r.id for r in run.results] == [0, 1, 2, 3, 4]
 
 

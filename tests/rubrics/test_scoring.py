@@ -152,7 +152,7 @@ def test_context_entity_recall_page_example(scripted):
 
 # -- every evaluator: question shape and arithmetic -----------------------------------------------
 
-NOUL_EVALUATORS = ["faithfulness", "possible"]
+NOUL_EVALUATORS = ["possible"]  # faithfulness (contrast): test_faithfulness_scores_the_contrast
 RUBRIC_EVALUATORS = [
     "answer_relevancy",
     "context_entity_recall",
@@ -183,6 +183,25 @@ def test_noul_evaluators(scripted, name):
     assert r.passed is True
     low = _one(scripted(lambda s, q: [0.4, 0.6]), FULL, name)
     assert low.passed is False and low.label == "40% yes"
+
+
+def test_faithfulness_scores_the_contrast(scripted):
+    """faithfulness: the same question over the state with and without `context`; score =
+    sigmoid(logit p - logit p0) (tests/rubrics/test_contrast.py has the arithmetic)."""
+    seen = []
+
+    def script(state, q):
+        seen.append((sorted(state), q))
+        return [0.8, 0.2] if "context" in state else [0.5, 0.5]
+
+    r = _one(scripted(script), FULL, "faithfulness")
+    (with_ctx, q1), (without, q2) = seen
+    assert "context" in with_ctx and "context" not in without and q1 == q2
+    assert q1.instructions == default_registry().get("faithfulness").template
+    assert r.score == pytest.approx(0.8) and r.label == "80% yes" and r.passed is True
+    assert (r.x_p_yes_with_context, r.x_p_yes_without_context) == (pytest.approx(0.8), pytest.approx(0.5))
+    high_prior = _one(scripted(lambda s, q: [0.8, 0.2] if "context" in s else [0.95, 0.05]), FULL, "faithfulness")
+    assert high_prior.passed is False and high_prior.score < 0.5
 
 
 @pytest.mark.parametrize("name", RUBRIC_EVALUATORS)
@@ -275,11 +294,14 @@ NOUL = Question("noul", "Grounded?", (Option("true"), Option("false")))
 def test_score_answers_is_pure():
     defn = default_registry().get("faithfulness")
     answer = Answered(NOUL, Answer("noul", (0.25, 0.75), option_mass=1.0))
-    a = score_answers(defn, [answer])
-    b = score_answers(defn, [answer])
+    even = Answered(NOUL, Answer("noul", (0.5, 0.5), option_mass=1.0))
+    a = score_answers(defn, [answer], baseline=[even])
+    b = score_answers(defn, [answer], baseline=[even])
     assert a == b and answer == Answered(NOUL, Answer("noul", (0.25, 0.75), option_mass=1.0))
-    assert a.score == 0.25 and a.passed is False
-    assert score_answers(defn, [answer], threshold=0.2).passed is True
+    assert a.score == pytest.approx(0.25) and a.passed is False
+    assert score_answers(defn, [answer], threshold=0.2, baseline=[even]).passed is True
+    with pytest.raises(ValueError, match="contrast"):  # faithfulness's contrast needs its baseline
+        score_answers(defn, [answer])
 
 
 def test_score_answers_reads_typed_answers_with_their_questions():
