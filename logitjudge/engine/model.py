@@ -26,7 +26,7 @@ import torch
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.packaged import PACKAGED_MODELS, locate_packaged_gguf
 from logitjudge.errors import UnsupportedModelError
-from logitjudge.settings import cache_dir
+from logitjudge.settings import EMBEDDED_MODEL, cache_dir, default_model
 
 logger = logging.getLogger("logitjudge.engine")
 
@@ -243,7 +243,9 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     """Load a causal LM for judging.
 
     Args:
-        spec: ``None`` for the embedded default, a packaged model alias
+        spec: ``None`` for the default (:func:`logitjudge.settings.default_model`:
+            ``LOGITJUDGE_MODEL``, else :data:`~logitjudge.settings.MAIN_MODEL`), ``"smollm2-135m"``
+            for the embedded model, a packaged model alias
             (:data:`logitjudge.engine.packaged.PACKAGED_MODELS`), a local model directory, a ``.gguf`` file, or an
             id already in the local Hugging Face cache (set ``HF_HUB_OFFLINE=1``).
         device: see :func:`resolve_device`; ``"auto"`` on a multi-GPU machine places the model
@@ -255,10 +257,20 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if spec is None:
+    named = spec is not None
+    spec = spec if spec is not None else default_model()
+    if spec in (EMBEDDED_MODEL, DEFAULT_MODEL_NAME):
         path, name = convert_gguf(locate_default_gguf()), DEFAULT_MODEL_NAME
     elif spec in PACKAGED_MODELS:  # a GGUF split over pinned PyPI packages, sha256-verified
-        gguf, name = locate_packaged_gguf(spec)
+        try:
+            gguf, name = locate_packaged_gguf(spec)
+        except UnsupportedModelError as exc:
+            if named:
+                raise
+            raise UnsupportedModelError(
+                f"the default model {spec!r} is not installed ({exc}); or name another model: "
+                f"--model {EMBEDDED_MODEL} (embedded, fast, little signal) or LOGITJUDGE_MODEL={EMBEDDED_MODEL}"
+            ) from None
         path = convert_gguf(gguf)
     elif spec.endswith(".gguf") and Path(spec).is_file():
         path, name = convert_gguf(Path(spec)), Path(spec).stem.lower()
