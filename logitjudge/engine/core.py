@@ -168,8 +168,8 @@ class Engine:
         :func:`tolerance_for` that dtype; with FlexAttention it also compiles the kernel, so the
         first request does not.
 
-        With ``config.backend == "vllm"`` this returns a
-        :class:`~logitjudge.engine.vllm_engine.VllmEngine` (same interface, vLLM underneath).
+        The transformers backend only; :func:`~logitjudge.engine.loading.load_engine` loads any
+        (``backend="vllm"``: a :class:`~logitjudge.engine.vllm_engine.VllmEngine`, same interface).
 
         Raises:
             UnsupportedModelError: the model or tokenizer cannot be served, or an unknown
@@ -177,10 +177,11 @@ class Engine:
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
         config = (config or EngineConfig()).with_options(stacklevel=3, **options)
-        if config.backend == "vllm":
-            from logitjudge.engine.vllm_engine import VllmEngine  # vLLM is imported only here
-
-            return VllmEngine.load(model, config)
+        if config.backend != "transformers":
+            raise UnsupportedModelError(
+                f"Engine.load runs the transformers backend; for {config.backend!r} use "
+                "logitjudge.engine.loading.load_engine (or Judge.load(backend=...))"
+            )
         t0 = time.perf_counter()
         engine = cls(load_model(model, device=config.device, dtype=config.dtype), config)
         logger.info(
@@ -313,7 +314,7 @@ class Engine:
         transformers model with ``strategy``, then the LM head's label rows
         (:meth:`Readout.log_probs`); the vLLM engine overrides only this
         (:class:`~logitjudge.engine.vllm_engine.VllmEngine`)."""
-        reads = self.runner.run(plans, strategy or self.strategy)
+        reads = self.runner.run(list(plans), strategy or self.strategy)
         return self.readout.log_probs(reads.hidden, reads.labels), reads.labels
 
     def close(self) -> None:

@@ -181,7 +181,9 @@ class VllmBackend:
         ]  # fp64 sums of fp32 terms, like the transformers readout's index_add
         return torch.tensor(values, dtype=torch.float32), tree.labels
 
-    async def _score_all(self, jobs: list[tuple[tuple[int, ...], list[int]]]) -> dict[tuple[tuple[int, ...], int], float]:
+    async def _score_all(
+        self, jobs: list[tuple[tuple[int, ...], list[int]]]
+    ) -> dict[tuple[tuple[int, ...], int], float]:
         results = await asyncio.gather(*(self._score_one(ctx, ids) for ctx, ids in jobs))
         found: dict[tuple[tuple[int, ...], int], float] = {}
         for (ctx, _ids), scored in zip(jobs, results):

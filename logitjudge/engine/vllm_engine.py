@@ -2,8 +2,8 @@
 
 ::
 
-    engine = Engine.load(None, EngineConfig(backend="vllm"))          # or Judge.load(backend="vllm")
-    engine = Engine.load("/models/judge-70b", EngineConfig(backend="vllm", vllm=VllmConfig(tensor_parallel_size=4)))
+    engine = load_engine(None, EngineConfig(backend="vllm"))          # or Judge.load(backend="vllm")
+    engine = VllmEngine.load("/models/judge-70b", EngineConfig(backend="vllm", vllm=VllmConfig(tensor_parallel_size=4)))
 
 :class:`VllmEngine` is an :class:`~logitjudge.engine.core.Engine` whose backend stage
 (:meth:`label_log_probs`) is :class:`~logitjudge.engine.vllm_backend.VllmBackend`; ``plan`` (the
