@@ -91,7 +91,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     v.add_argument(
         "--kv-cache-gib",
-        type=float,
+        type=positive_int,
         default=VllmConfig.kv_cache_gib,
         help="KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, vLLM default 4; GPU: kv_cache_memory_bytes)",
     )

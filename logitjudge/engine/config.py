@@ -76,8 +76,8 @@ class VllmConfig:
     of 128: only whole blocks of the shared state are reused, so smaller blocks leave fewer state
     tokens to recompute per question (measured here: ``benchmarks/results/speed-vllm-cpu.md``)."""
 
-    kv_cache_gib: float | None = None
-    """KV cache size in GiB. On CPU this sets ``VLLM_CPU_KVCACHE_SPACE`` for the engine processes
+    kv_cache_gib: int | None = None
+    """KV cache size in whole GiB. On CPU this sets ``VLLM_CPU_KVCACHE_SPACE`` for the engine processes
     (vLLM's default there is 4 GiB); on GPU vLLM's ``kv_cache_memory_bytes`` (overrides
     ``gpu_memory_utilization``'s sizing of the cache)."""
 
