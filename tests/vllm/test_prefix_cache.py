@@ -17,7 +17,9 @@ def _request(state: str) -> dict:
     return {
         "model": "jev-latest",
         "state": state,
-        "questions": {f"q{i}": {"type": "noul", "instructions": f"Is claim {i} supported?"} for i in range(N_QUESTIONS)},
+        "questions": {
+            f"q{i}": {"type": "noul", "instructions": f"Is claim {i} supported?"} for i in range(N_QUESTIONS)
+        },
     }
 
 
