@@ -229,6 +229,10 @@ class VllmBackend:
                 out[name] += float(metric.value)
         return out
 
+    def reset_prefix_cache(self) -> None:
+        """Drop every cached KV block (benchmarks: time a request whose state is not cached yet)."""
+        self._run(self._llm.reset_prefix_cache())
+
     def check_health(self) -> None:
         """Raise :class:`~logitjudge.errors.EngineDeadError` if vLLM's engine is dead."""
         self._run(self._llm.check_health())
