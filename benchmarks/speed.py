@@ -9,14 +9,14 @@ For each state length S and question count N, on the same request, times (median
   readout and softmax are inside the timing);
 - ``plain``: one ordinary causal forward over as many tokens as the packed row (no block mask,
   no readout): the limit a packed pass can reach.
-With ``--vllm-blocks 16,32,128`` (run with ``.venv-vllm/bin/python``: vLLM is installed there)
+With ``--vllm-blocks 32,64,128`` (run with ``.venv-vllm/bin/python``: vLLM is installed there)
 the same request is also timed on the vLLM backend, one engine per block size, interleaved with
 the others: ``vllm_b<k>`` with vLLM's prefix cache emptied before each run (the state computed
 once for the request's questions, as in ``packed``), and ``vllm_b<k>_warm`` with the state
 already cached by the previous run (reuse across requests, which ``packed`` does not do). The
 vLLM results were made with::
 
-    .venv-vllm/bin/python benchmarks/speed.py --states 1000,300 --questions 16,4 --repeats 2 --threads 2 --naive-max-tokens 9000 --vllm-blocks 16,32,128 --out benchmarks/results/speed-vllm-cpu.json
+    .venv-vllm/bin/python benchmarks/speed.py --states 1000,300 --questions 16,4 --repeats 2 --threads 2 --naive-max-tokens 9000 --vllm-blocks 32,64,128 --out benchmarks/results/speed-vllm-cpu.json
 
 Prints a table and writes ``benchmarks/results/speed-<device>.json`` and ``.md``. The targets
 (issue 2): at S=2000, N=16, packed's speed-up over naive >= 0.85x the ratio of their token

@@ -74,7 +74,8 @@ class VllmConfig:
     block_size: int = 32
     """Tokens per KV-cache block, the unit of prefix caching. 32 rather than vLLM's CPU default
     of 128: only whole blocks of the shared state are reused, so smaller blocks leave fewer state
-    tokens to recompute per question (measured here: ``benchmarks/results/speed-vllm-cpu.md``)."""
+    tokens to recompute per question (measured here: ``benchmarks/results/speed-vllm-cpu.md``).
+    vLLM's CPU build takes multiples of 32 only."""
 
     kv_cache_gib: int | None = None
     """KV cache size in whole GiB. On CPU this sets ``VLLM_CPU_KVCACHE_SPACE`` for the engine processes

@@ -57,6 +57,9 @@ logger = logging.getLogger("logitjudge.engine.vllm")
 MAX_IDS_PER_REQUEST = 128
 """vLLM's ``MAX_LOGPROB_TOKEN_IDS``: the most ``logprob_token_ids`` one request may ask for."""
 
+CPU_BLOCK_MULTIPLE = 32
+"""vLLM's CPU attention kernel takes KV blocks of a multiple of 32 tokens only (0.32.0)."""
+
 _START_TIMEOUT_S = 900.0  # a large model under tensor parallelism can take minutes to load
 
 
@@ -106,6 +109,11 @@ class VllmBackend:
             raise UnsupportedModelError(
                 f"the vllm backend needs vLLM ({exc}); on CPU `make vllm-env`, on CUDA `pip install -e '.[vllm]'`"
             ) from None
+        if device == "cpu" and config.block_size % CPU_BLOCK_MULTIPLE:
+            # vLLM's CPU attention refuses it deep in its worker ("No common block size for 16")
+            raise UnsupportedModelError(
+                f"vllm.block_size {config.block_size}: vLLM's CPU attention needs a multiple of {CPU_BLOCK_MULTIPLE}"
+            )
         if device == "cpu":
             # vLLM's CPU worker reads these when it starts (its processes inherit our environment).
             os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")  # use every core for the model
