@@ -36,6 +36,7 @@ long cannot reach it (``Engine`` caps ``max_state_tokens`` at ``max_model_len - 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import threading
@@ -152,6 +153,8 @@ class VllmBackend:
         except Exception as exc:  # noqa: BLE001 - any start-up failure is "cannot serve this"
             self._loop.call_soon_threadsafe(self._loop.stop)
             raise UnsupportedModelError(f"vLLM could not start on {model_dir}: {type(exc).__name__}: {exc}") from exc
+        # every entry point (ask, evaluate, calibrate, scripts) stops vLLM's processes at exit
+        atexit.register(self.close)
 
     # -- scoring -----------------------------------------------------------------------------
 
@@ -168,6 +171,8 @@ class VllmBackend:
             OverloadedError: vLLM ran out of memory (retryable).
             EngineError: any other vLLM failure.
         """
+        if self._llm is None:
+            raise EngineDeadError("the vLLM engine was closed")
         tree = Tree()
         for r, plan in enumerate(plans):
             add_request(tree, plan, r)
@@ -246,9 +251,10 @@ class VllmBackend:
         self._run(self._llm.check_health())
 
     def close(self) -> None:
-        """Stop vLLM's engine processes and the loop thread (idempotent)."""
-        if self._loop.is_closed() or not self._thread.is_alive():
+        """Stop vLLM's engine processes and the loop thread (idempotent; also run at exit)."""
+        if self._llm is None or not self._thread.is_alive():
             return
+        atexit.unregister(self.close)
         try:
             self._llm.shutdown()
             self._llm = None  # AsyncLLM.__del__ shuts down again, at interpreter exit otherwise
