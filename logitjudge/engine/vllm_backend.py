@@ -103,6 +103,10 @@ class VllmBackend:
     """
 
     def __init__(self, model_dir: Path, config: VllmConfig, *, dtype: str, max_model_len: int, device: str) -> None:
+        # vLLM logs to stdout by default, set up when it is first imported (here): stdout is the
+        # CLI's answer (`logitjudge ask` prints JSON there), so its logs go to stderr, in its
+        # engine processes too (they inherit the environment). A user's own setting wins.
+        os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
         try:
             from vllm.engine.arg_utils import AsyncEngineArgs
             from vllm.v1.engine.async_llm import AsyncLLM
