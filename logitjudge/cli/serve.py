@@ -22,6 +22,7 @@ import signal
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, fail, load_judge, positive_int
+from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 
@@ -91,6 +92,13 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="most requests per engine call; 1 = no batching "
         f"(default: {CPU_BATCHING[1]} on CPU, {ACCELERATOR_BATCHING[1]} on GPU)",
+    )
+    p.add_argument(
+        "--max-concurrent-batches",
+        type=positive_int,
+        default=None,
+        help="engine calls in flight at once (default: 1 on the transformers backend, "
+        f"{VLLM_CONCURRENT_BATCHES} on vllm, which batches continuously)",
     )
     p.add_argument(
         "--max-body-bytes",
@@ -187,6 +195,7 @@ def run_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         max_batch_tokens=args.max_batch_tokens,
         max_batch_requests=args.max_batch_requests,
+        max_concurrent_batches=args.max_concurrent_batches,
         max_body_bytes=args.max_body_bytes,
         drain_timeout=args.drain_timeout,
         max_questions=args.max_questions,
@@ -217,6 +226,9 @@ def run_serve(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        close = getattr(judge, "close", None)  # a --judge-factory judge may have none
+        if close is not None:
+            close()  # the vLLM backend's engine processes
     if stopped_by:
         logger.info("stopped by %s after draining", signal.Signals(stopped_by[0]).name)
     return 0

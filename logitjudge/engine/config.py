@@ -31,13 +31,82 @@ from typing import Any
 
 from logitjudge.errors import UnsupportedModelError
 
-__all__ = ["EngineConfig", "SchedulerConfig", "STRATEGIES", "ATTN_CHOICES"]
+__all__ = ["EngineConfig", "SchedulerConfig", "VllmConfig", "STRATEGIES", "ATTN_CHOICES", "BACKENDS"]
 
 STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
 """The runner's strategies (``logitjudge.engine.runner``); ``auto`` picks one per model."""
 
 ATTN_CHOICES = ("auto", "eager", "sdpa", "flex_attention")
 """Attention implementations the engine can run (``logitjudge.engine.attention.resolve_attn``)."""
+
+BACKENDS = ("transformers", "vllm")
+"""What turns token-id prompts into label log-probs: our runner on a transformers model, or vLLM
+(``logitjudge.engine.vllm_backend``). Prompt, labels, readout maths, calibration and answers are
+ours on both."""
+
+DISTRIBUTED_EXECUTORS = ("mp", "ray", "uni")
+"""vLLM's distributed executors: ``mp`` (processes on one machine), ``ray`` (several machines),
+``uni`` (one process)."""
+
+
+@dataclass(frozen=True)
+class VllmConfig:
+    """Options handed to vLLM's engine when ``EngineConfig.backend == "vllm"`` (ignored otherwise).
+
+    Each field is the vLLM engine argument of the same name unless it says otherwise; ``None``
+    leaves vLLM's own default. Strict like :class:`EngineConfig`: out-of-range values raise
+    ``ValueError``, an unknown executor ``UnsupportedModelError``.
+    """
+
+    tensor_parallel_size: int = 1
+    """GPUs each layer is split over (vLLM ``tensor_parallel_size``)."""
+
+    pipeline_parallel_size: int = 1
+    """Pipeline stages (vLLM ``pipeline_parallel_size``); with ``ray``, stages may be on other machines."""
+
+    data_parallel_size: int = 1
+    """Engine replicas inside vLLM (vLLM ``data_parallel_size``)."""
+
+    distributed_executor_backend: str | None = None
+    """One of :data:`DISTRIBUTED_EXECUTORS`, or ``None`` (vLLM picks: ``mp`` on one machine).
+    ``ray`` is the multi-node executor (a Ray cluster started beforehand)."""
+
+    block_size: int = 32
+    """Tokens per KV-cache block, the unit of prefix caching. 32 rather than vLLM's CPU default
+    of 128: only whole blocks of the shared state are reused, so smaller blocks leave fewer state
+    tokens to recompute per question (measured here: ``benchmarks/results/speed-vllm-cpu.md``).
+    vLLM's CPU build takes multiples of 32 only."""
+
+    kv_cache_gib: int | None = None
+    """KV cache size in whole GiB. On CPU this sets ``VLLM_CPU_KVCACHE_SPACE`` for the engine processes
+    (vLLM's default there is 4 GiB); on GPU vLLM's ``kv_cache_memory_bytes`` (overrides
+    ``gpu_memory_utilization``'s sizing of the cache)."""
+
+    gpu_memory_utilization: float | None = None
+    """Share of each GPU's memory vLLM may use (vLLM default 0.9)."""
+
+    max_model_len: int | None = None
+    """vLLM's context length; ``None`` = the model's context, capped at
+    ``EngineConfig.max_state_tokens + 1`` (the longest prompt we send plus the one token vLLM
+    samples). The 413 limit stays ours: ``max_state_tokens`` is capped at ``max_model_len - 1``."""
+
+    enforce_eager: bool = True
+    """No CUDA graphs / torch.compile (start-up ~30-45 s on 2 CPU cores instead of ~90-110 s)."""
+
+    def __post_init__(self) -> None:
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "block_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"vllm.{name} must be >= 1, got {getattr(self, name)}")
+        if self.distributed_executor_backend not in (None, *DISTRIBUTED_EXECUTORS):
+            raise UnsupportedModelError(
+                f"unknown vLLM executor {self.distributed_executor_backend!r}; one of {DISTRIBUTED_EXECUTORS}"
+            )
+        if self.kv_cache_gib is not None and self.kv_cache_gib <= 0:
+            raise ValueError(f"vllm.kv_cache_gib must be > 0, got {self.kv_cache_gib}")
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"vllm.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"vllm.max_model_len must be >= 2, got {self.max_model_len}")
 
 
 @dataclass(frozen=True)
@@ -81,6 +150,15 @@ class EngineConfig:
     a row up to this; a larger request runs alone). CLI: ``--engine-row-tokens``; reported as
     ``describe()["max_batch_tokens"]``; deprecated Python name ``max_batch_tokens``."""
 
+    backend: str = "transformers"
+    """One of :data:`BACKENDS`: ``transformers`` (our packing on a transformers model) or ``vllm``
+    (paged KV cache with prefix caching, continuous batching, tensor/pipeline/data parallelism;
+    ``pip`` extra, see the README). ``strategy``, ``attn`` and the row budgets are the
+    transformers backend's; ``vllm`` holds vLLM's options."""
+
+    vllm: VllmConfig = VllmConfig()
+    """vLLM engine options (:class:`VllmConfig`), used when ``backend == "vllm"``."""
+
     dense_mask_max_tokens: int = 4096
     """Rows longer than this never get a dense mask: 4096^2 x 4 B = 64 MiB per layer type in fp32
     (32 MiB in bf16) plus 16 MiB of bool temporaries, harmless on any device. Above it the runner
@@ -91,6 +169,8 @@ class EngineConfig:
             raise UnsupportedModelError(f"unknown strategy {self.strategy!r}; one of {STRATEGIES} or auto")
         if self.attn not in ATTN_CHOICES:
             raise UnsupportedModelError(f"unknown attention {self.attn!r}; one of {ATTN_CHOICES}")
+        if self.backend not in BACKENDS:
+            raise UnsupportedModelError(f"unknown backend {self.backend!r}; one of {BACKENDS}")
         for name in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -122,6 +202,10 @@ class EngineConfig:
 class SchedulerConfig:
     """Queue and batching of the scheduler in front of the engine (``logitjudge.engine.scheduler``).
 
+    ``max_concurrent_batches`` engine calls may run at once: 1 for the transformers backend (one
+    forward at a time; the scheduler batches what waits), more for vLLM, which batches
+    continuously itself (the server picks it from the judge's backend).
+
     The batching defaults are the accelerator's; on a CPU the server starts from
     ``logitjudge.server.config.CPU_BATCHING`` instead (see its docstring for the measurements).
     """
@@ -138,6 +222,16 @@ class SchedulerConfig:
     max_batch_requests: int = 64
     """Most requests in one engine call; 1 = one request at a time. At least 1."""
 
+    max_concurrent_batches: int = 1
+    """Engine calls in flight at once, each in its own thread. 1 (the default) serialises them,
+    right for the transformers backend; the vLLM backend takes many at once and batches them
+    continuously (the server uses :data:`VLLM_CONCURRENT_BATCHES` there). At least 1."""
+
     def __post_init__(self) -> None:
-        if self.max_queue < 1 or self.max_batch_tokens < 1 or self.max_batch_requests < 1:
-            raise ValueError("max_queue, max_batch_tokens and max_batch_requests must be >= 1")
+        if min(self.max_queue, self.max_batch_tokens, self.max_batch_requests, self.max_concurrent_batches) < 1:
+            raise ValueError("max_queue, max_batch_tokens, max_batch_requests and max_concurrent_batches must be >= 1")
+
+
+VLLM_CONCURRENT_BATCHES = 64
+"""``max_concurrent_batches`` of a server on the vLLM backend: vLLM schedules every request it
+holds token by token (continuous batching), so the scheduler hands it what arrives at once."""

@@ -30,7 +30,7 @@ from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
-from logitjudge.engine.pack import QuestionPlan, RequestPlan
+from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.runner import Runner
@@ -168,12 +168,20 @@ class Engine:
         :func:`tolerance_for` that dtype; with FlexAttention it also compiles the kernel, so the
         first request does not.
 
+        The transformers backend only; :func:`~logitjudge.engine.loading.load_engine` loads any
+        (``backend="vllm"``: a :class:`~logitjudge.engine.vllm_engine.VllmEngine`, same interface).
+
         Raises:
             UnsupportedModelError: the model or tokenizer cannot be served, or an unknown
                 strategy or attention.
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
         config = (config or EngineConfig()).with_options(stacklevel=3, **options)
+        if config.backend != "transformers":
+            raise UnsupportedModelError(
+                f"Engine.load runs the transformers backend; for {config.backend!r} use "
+                "logitjudge.engine.loading.load_engine (or Judge.load(backend=...))"
+            )
         t0 = time.perf_counter()
         engine = cls(load_model(model, device=config.device, dtype=config.dtype), config)
         logger.info(
@@ -199,6 +207,7 @@ class Engine:
         """Model, source, device, dtype, strategy, prompt version and limits."""
         return {
             "model": self.name,
+            "backend": "transformers",
             "source": self.lm.source,
             "device": str(self.lm.device),
             "dtype": str(self.lm.dtype).replace("torch.", ""),
@@ -286,10 +295,9 @@ class Engine:
         plans = list(plans)
         if not plans:
             return []
-        reads = self.runner.run(plans, strategy or self.strategy)
-        scores = self.readout.log_probs(reads.hidden, reads.labels)  # (N_labels,)
+        scores, labels = self.label_log_probs(plans, strategy)  # (N_labels,)
         # final = calibrated where the readout has a calibration; every answer field derives from it
-        dists = self.readout.final_distributions(scores, reads.labels, plans)
+        dists = self.readout.final_distributions(scores, labels, plans)
         results = []
         for r, plan in enumerate(plans):
             answers = tuple(
@@ -297,6 +305,20 @@ class Engine:
             )
             results.append(EngineResult(answers, Usage(input_tokens=plan.n_tokens)))
         return results
+
+    def label_log_probs(
+        self, plans: Sequence[RequestPlan], strategy: str | None = None
+    ) -> tuple[torch.Tensor, list[LabelTerm]]:
+        """The backend stage: (N_labels,) fp32 ``log p(label | prompt)`` of every label of every
+        view, and the labels (``pack.add_request`` order per request). Here: our runner on the
+        transformers model with ``strategy``, then the LM head's label rows
+        (:meth:`Readout.log_probs`); the vLLM engine overrides only this
+        (:class:`~logitjudge.engine.vllm_engine.VllmEngine`)."""
+        reads = self.runner.run(list(plans), strategy or self.strategy)
+        return self.readout.log_probs(reads.hidden, reads.labels), reads.labels
+
+    def close(self) -> None:
+        """Release the backend's resources (nothing to do for the transformers backend)."""
 
     def run_batch(
         self, requests: Sequence[EngineRequest], strategy: str | None = None

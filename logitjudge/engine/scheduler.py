@@ -3,8 +3,11 @@
 Callers ``await scheduler.submit(request)`` from the event loop. Requests wait in a bounded FIFO
 queue; one worker takes as many as fit under a token budget (and a request count) and hands them
 to ``run_batch`` in a dedicated engine thread, so the event loop keeps accepting connections while
-the model runs. Each request keeps its own blocks inside the shared pass (the engine's job), so a
-request answered in a batch equals the same request answered alone.
+the model runs. With ``max_concurrent_batches`` > 1 (the vLLM backend, which batches continuously
+itself) up to that many batches run at once, each in its own thread: a request that arrives while
+others run is handed to the engine at once instead of waiting for them. Each request keeps its
+own blocks inside the shared pass (the engine's job), so a request answered in a batch equals the
+same request answered alone.
 
 ::
 
@@ -128,10 +131,11 @@ class Scheduler:
 
     Args:
         run_batch: the blocking engine call (``Judge.run_batch``); one result or error per request,
-            in order. Always called from the same single worker thread, never concurrently.
+            in order. With ``max_concurrent_batches=1`` always called from one worker thread, never
+            concurrently; with more, from up to that many threads at once (it must be thread-safe).
         count_tokens: estimated tokens of a request, for the batch budget (default
             :func:`estimate_tokens`). Runs on the event loop: keep it cheap.
-        max_queue, max_batch_tokens, max_batch_requests: see
+        max_queue, max_batch_tokens, max_batch_requests, max_concurrent_batches: see
             :class:`~logitjudge.engine.config.SchedulerConfig` (defaults and ranges; out of range
             raises ``ValueError``).
         observer: receives queue depth and batch statistics (metrics).
@@ -145,9 +149,13 @@ class Scheduler:
         max_queue: int = SchedulerConfig.max_queue,
         max_batch_tokens: int = SchedulerConfig.max_batch_tokens,
         max_batch_requests: int = SchedulerConfig.max_batch_requests,
+        max_concurrent_batches: int = SchedulerConfig.max_concurrent_batches,
         observer: SchedulerObserver | None = None,
     ) -> None:
-        SchedulerConfig(max_queue, max_batch_tokens, max_batch_requests)  # raises when out of range
+        SchedulerConfig(
+            max_queue, max_batch_tokens, max_batch_requests, max_concurrent_batches
+        )  # raises when out of range
+        self.max_concurrent_batches = max_concurrent_batches
         self._run_batch = run_batch
         self._count_tokens = count_tokens
         self.max_queue = max_queue
@@ -156,6 +164,7 @@ class Scheduler:
         self._observer: SchedulerObserver = observer or _NullObserver()
         self._pending: collections.deque[_Job] = collections.deque()
         self._in_flight = 0
+        self._running: set[asyncio.Task[None]] = set()  # batches in the engine now
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
@@ -174,7 +183,7 @@ class Scheduler:
 
     @property
     def in_flight(self) -> int:
-        """Requests in the batch the engine is running now."""
+        """Requests in the batches the engine is running now."""
         return self._in_flight
 
     @property
@@ -238,7 +247,9 @@ class Scheduler:
         self._loop = loop
         self._wakeup = asyncio.Event()
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="logitjudge-engine")
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.max_concurrent_batches, thread_name_prefix="logitjudge-engine"
+            )
         self._worker = loop.create_task(self._work(), name="logitjudge-scheduler")
 
     # -- the worker --------------------------------------------------------------------------
@@ -263,34 +274,55 @@ class Scheduler:
     async def _work(self) -> None:
         assert self._loop is not None and self._wakeup is not None and self._executor is not None
         wakeup = self._wakeup
-        while True:
-            while not self._pending and not self._closing:
-                wakeup.clear()
-                await wakeup.wait()
-            if not self._pending and self._closing:
-                return
-            batch = self._take_batch()
-            if not batch:
-                continue
-            started = time.monotonic()
-            waits = [started - job.enqueued for job in batch]
-            self._in_flight = len(batch)
-            try:
-                results = await self._loop.run_in_executor(
-                    self._executor, self._run_isolated, [job.request for job in batch]
-                )
-            except BaseException:  # the worker itself was cancelled (a drain that timed out)
-                for job in batch:
-                    if not job.future.done():
-                        job.future.set_result(OverloadedError("the server is shutting down", retry_after=1.0))
-                raise
-            finally:
-                self._in_flight = 0
-            seconds = time.monotonic() - started
-            self._record(len(batch), sum(job.tokens for job in batch), seconds, waits)
-            for job, result in zip(batch, results, strict=True):
-                if not job.future.done():  # the caller may have gone away meanwhile
-                    job.future.set_result(result)
+        try:
+            while True:
+                while (not self._pending or len(self._running) >= self.max_concurrent_batches) and not self._closing:
+                    wakeup.clear()
+                    await wakeup.wait()
+                if self._closing and not self._pending:
+                    break
+                if len(self._running) >= self.max_concurrent_batches:  # closing, all slots busy
+                    await asyncio.wait(set(self._running), return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                batch = self._take_batch()
+                if not batch:
+                    continue
+                task = self._loop.create_task(self._run_one(batch))
+                self._running.add(task)
+                task.add_done_callback(self._batch_finished)
+            if self._running:  # drain: the batches already in the engine finish
+                await asyncio.gather(*self._running)
+        except BaseException:  # the worker itself was cancelled (a drain that timed out)
+            for task in list(self._running):
+                task.cancel()
+            raise
+
+    def _batch_finished(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if self._wakeup is not None:
+            self._wakeup.set()  # a slot is free
+
+    async def _run_one(self, batch: list[_Job]) -> None:
+        assert self._loop is not None and self._executor is not None
+        started = time.monotonic()
+        waits = [started - job.enqueued for job in batch]
+        self._in_flight += len(batch)
+        try:
+            results = await self._loop.run_in_executor(
+                self._executor, self._run_isolated, [job.request for job in batch]
+            )
+        except BaseException:  # cancelled (a drain that timed out)
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_result(OverloadedError("the server is shutting down", retry_after=1.0))
+            raise
+        finally:
+            self._in_flight -= len(batch)
+        seconds = time.monotonic() - started
+        self._record(len(batch), sum(job.tokens for job in batch), seconds, waits)
+        for job, result in zip(batch, results, strict=True):
+            if not job.future.done():  # the caller may have gone away meanwhile
+                job.future.set_result(result)
 
     def _run_isolated(self, requests: list[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         """Run one batch in the engine thread; if the batch as a whole fails, isolate the failure.

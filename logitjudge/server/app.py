@@ -40,6 +40,7 @@ from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from logitjudge import __version__
+from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES, SchedulerConfig
 from logitjudge.engine.scheduler import Scheduler
 from logitjudge.server import evaluate_routes, systemone_routes
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
@@ -67,6 +68,13 @@ def default_batching(judge: Any) -> tuple[int, int]:
     return CPU_BATCHING if device.startswith("cpu") else ACCELERATOR_BATCHING
 
 
+def default_concurrency(judge: Any) -> int:
+    """Engine calls in flight at once for ``judge``'s backend: :data:`VLLM_CONCURRENT_BATCHES` on
+    vLLM (continuous batching: hand it every request at once), else 1 (one forward at a time)."""
+    backend = describe(judge).get("backend", "transformers")
+    return VLLM_CONCURRENT_BATCHES if backend == "vllm" else SchedulerConfig.max_concurrent_batches
+
+
 operations = APIRouter()
 """``GET /healthz`` and ``GET /metrics``: probes for load balancers and Prometheus, not the API."""
 
@@ -87,6 +95,7 @@ async def healthz(state: State) -> JSONResponse:
         "batching": {
             "max_batch_tokens": config.max_batch_tokens,
             "max_batch_requests": config.max_batch_requests,
+            "max_concurrent_batches": config.max_concurrent_batches,
         },
         "engine": describe(state.judge),
         "auth": bool(config.api_keys),
@@ -119,6 +128,7 @@ def _scheduler(judge: Any, config: ServerConfig, metrics: ServerMetrics) -> Sche
         max_queue=config.max_queue,
         max_batch_tokens=config.max_batch_tokens,
         max_batch_requests=config.max_batch_requests,
+        max_concurrent_batches=config.max_concurrent_batches,
         observer=metrics,
     )
 
@@ -130,6 +140,7 @@ def create_app(
     max_queue: int = ServerConfig.max_queue,
     max_batch_tokens: int | None = None,
     max_batch_requests: int | None = None,
+    max_concurrent_batches: int | None = None,
     max_body_bytes: int = ServerConfig.max_body_bytes,
     drain_timeout: float = ServerConfig.drain_timeout,
     max_questions: int = ServerConfig.max_questions,
@@ -143,6 +154,7 @@ def create_app(
         judge: a :class:`~logitjudge.judge.Judge` (any engine, e.g. a scripted one in tests).
         max_batch_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
             device (see :data:`CPU_BATCHING` and :data:`ACCELERATOR_BATCHING`).
+        max_concurrent_batches: ``None`` = :func:`default_concurrency` for the judge's backend.
         registry: the Prometheus registry to fill (default: a new one per app).
 
     The routes reach the app through ``app.state.server``, a
@@ -155,6 +167,9 @@ def create_app(
         max_queue=max_queue,
         max_batch_tokens=max_batch_tokens if max_batch_tokens is not None else default_tokens,
         max_batch_requests=max_batch_requests if max_batch_requests is not None else default_requests,
+        max_concurrent_batches=(
+            max_concurrent_batches if max_concurrent_batches is not None else default_concurrency(judge)
+        ),
         max_body_bytes=max_body_bytes,
         drain_timeout=drain_timeout,
         max_questions=max_questions,

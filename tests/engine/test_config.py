@@ -65,7 +65,7 @@ def test_the_serve_flags_default_to_the_server_config():
         assert getattr(args, dest) == getattr(ServerConfig, field), field
     # every ServerConfig field but the keys and the device-dependent batching has a flag
     fields = {f.name for f in dataclasses.fields(ServerConfig)}
-    assert fields - set(SERVE_FLAGS) == {"api_keys", "max_batch_tokens", "max_batch_requests"}
+    assert fields - set(SERVE_FLAGS) == {"api_keys", "max_batch_tokens", "max_batch_requests", "max_concurrent_batches"}
     assert args.api_key == [] and ServerConfig.api_keys == ()
     # the batching flags default to None (the device decides) and their help names both defaults
     assert args.max_batch_tokens is None and args.max_batch_requests is None
@@ -115,6 +115,7 @@ def test_create_app_and_the_scheduler_default_to_the_configs():
     ):
         assert app[field] == getattr(ServerConfig, field), field
     assert app["max_batch_tokens"] is None and app["max_batch_requests"] is None  # default_batching
+    assert app["max_concurrent_batches"] is None  # default_concurrency: the backend decides
     sched = _defaults(Scheduler.__init__)
     for f in dataclasses.fields(SchedulerConfig):
         assert sched[f.name] == f.default == getattr(ServerConfig, f.name), f.name
@@ -248,6 +249,7 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(mak
     assert engine.runner.max_row_tokens == 1024 == info["max_batch_tokens"] == engine.config.max_row_tokens
     assert set(info) == {
         "model",
+        "backend",
         "source",
         "device",
         "dtype",

@@ -257,3 +257,34 @@ def test_estimate_is_cheap_and_grows_with_text() -> None:
     assert big - small == 4000 // 4
     structured = EngineRequest(state={"k": ["v" * 100]}, questions=request().questions)
     assert estimate_tokens(structured) > small
+
+
+@pytest.mark.parametrize(("concurrent", "expect_running"), [(4, 2), (1, 1)])
+def test_with_concurrent_batches_a_request_does_not_wait_for_the_running_one(
+    concurrent: int, expect_running: int
+) -> None:
+    """The vLLM backend's setting (``max_concurrent_batches`` > 1): a request that arrives while
+    another is in the engine is handed to the engine at once; with 1 (transformers) it waits."""
+    engine = GatedEngine()
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def run_batch(requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
+        with lock:
+            calls.append(len(requests))
+        return engine.run_batch(requests)
+
+    scheduler = Scheduler(run_batch, max_concurrent_batches=concurrent)
+
+    async def main() -> tuple[int, int]:
+        first = asyncio.ensure_future(scheduler.submit(request("first")))
+        await asyncio.to_thread(engine.entered.wait, 30)
+        second = asyncio.ensure_future(scheduler.submit(request("second")))
+        await asyncio.sleep(0.2)  # time for the worker to hand it over, if it may
+        seen = (len(calls), scheduler.in_flight)
+        engine.gate.set()
+        await asyncio.gather(first, second)
+        await scheduler.close()
+        return seen
+
+    assert asyncio.run(main()) == (expect_running, expect_running)

@@ -350,6 +350,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     from support.scripted import ScriptedEngine
 
     from logitjudge.cli import main
+    from logitjudge.engine.config import VllmConfig
     from logitjudge.judge import Judge
 
     calls = []
@@ -365,6 +366,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     monkeypatch.setattr(Judge, "load", classmethod(fake_load))
     flags = ["--model", "m", "--device", "cpu", "--dtype", "float32", "--strategy", "separate"]
     flags += ["--attn", "eager", "--engine-row-tokens", "1234", "--rotations", "3"]
+    flags += ["--backend", "transformers", "--tensor-parallel-size", "2", "--block-size", "64", "--kv-cache-gib", "3"]
     want = {
         "model": "m",
         "device": "cpu",
@@ -374,6 +376,8 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "max_row_tokens": 1234,  # Judge.load's name of the engine row budget (max_batch_tokens: deprecated)
         "calibration": None,
         "default_rotations": 3,
+        "backend": "transformers",
+        "vllm": VllmConfig(tensor_parallel_size=2, block_size=64, kv_cache_gib=3),  # the vLLM flags too
     }
     data = tmp_path / "d.jsonl"
     row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}

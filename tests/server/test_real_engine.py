@@ -7,7 +7,6 @@ serves it with uvicorn on a free loopback port.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,11 +19,11 @@ import httpx
 import pytest
 from server_helpers import BODY
 from support.background import serve_in_thread
+from support.jevcompat import run_jevcompat as _jevcompat
 
 from logitjudge.server.app import create_app
 
 KEY = "lj-test-key-3f9a"
-JEVCOMPAT = Path(sys.executable).with_name("jevcompat")
 
 
 @pytest.fixture(scope="module")
@@ -185,28 +184,6 @@ def test_the_official_sdk_is_a_drop_in(served: str, served_with_key: str) -> Non
     with TypeSafeClient(api_key="k", base_url=served, timeout=300, compression="zstd") as client:
         r = client.system_one(state="The parcel arrived broken. " * 80, questions=questions)
     assert set(r.choices) == {"team"} and set(r.scores) == {"anger"}
-
-
-def _jevcompat(url: str, out: Path, *, key: str | None = None) -> dict[str, Any]:
-    cmd = [str(JEVCOMPAT), "test", url, "--json", str(out), "--timeout", "300"]
-    env = dict(os.environ)
-    if key:
-        env["LJ_TEST_KEY"] = key
-        cmd += ["--key-env", "LJ_TEST_KEY"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
-    assert out.exists(), proc.stderr[-3000:]
-    report = json.loads(out.read_text(encoding="utf-8"))
-    summary = report["summary"]
-    failing = [r for r in report["results"] if r.get("status") not in ("pass", "skip")]
-    assert summary["verdict"] == "conformant" and summary["conformant"], (
-        summary,
-        failing,
-        proc.stdout[-3000:],
-    )
-    assert summary["MUST"]["failed"] == 0 and summary["MUST"]["passed"] == summary["MUST"]["tested"] == 32
-    assert summary["SHOULD"]["failed"] == 0 and summary["SHOULD"]["passed"] == summary["SHOULD"]["tested"]
-    assert proc.returncode == 0
-    return summary
 
 
 def test_jevcompat_conformant_with_every_should(served: str, tmp_path: Path) -> None:
