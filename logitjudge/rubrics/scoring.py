@@ -140,12 +140,10 @@ def contrast_probability(p_with: float, p_without: float) -> float:
         It cancels what the answer alone makes the model say (its length, its fluency).
     """
 
-    def logit(p: float) -> float:
-        q = min(1.0 - _CONTRAST_EPS, max(_CONTRAST_EPS, float(p)))
-        return math.log(q / (1.0 - q))
-
-    z = logit(p_with) - logit(p_without)
-    return 1.0 / (1.0 + math.exp(-z))
+    q = min(1.0 - _CONTRAST_EPS, max(_CONTRAST_EPS, float(p_with)))
+    q0 = min(1.0 - _CONTRAST_EPS, max(_CONTRAST_EPS, float(p_without)))
+    odds = (q * (1.0 - q0)) / ((1.0 - q) * q0)  # exp(logit q - logit q0), the odds ratio
+    return odds / (1.0 + odds)
 
 
 def score_probability(
