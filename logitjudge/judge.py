@@ -81,6 +81,8 @@ class Judge:
         attn: str | None = None,
         max_row_tokens: int | None = None,
         max_batch_tokens: int | None = None,
+        state_cache_mb: int | None = None,
+        prompt_version: str | None = None,
         backend: str | None = None,
         vllm: VllmConfig | None = None,
     ) -> Judge:
@@ -112,6 +114,10 @@ class Judge:
             max_row_tokens: most tokens in one packed forward row (default 8,192; the CLI's
                 ``--engine-row-tokens``).
             max_batch_tokens: deprecated name of ``max_row_tokens`` (``DeprecationWarning``).
+            state_cache_mb: MiB of state KV kept across requests (default 1,024; 0 = off): a
+                request over a state seen before skips its prefix forward.
+            prompt_version: ``"lj-prompt-1.1"`` (default) or ``"lj-prompt-2"`` (lean: fewer
+                tokens per question).
             backend: ``"transformers"`` (default) or ``"vllm"``: vLLM runs the forward passes
                 (prefix caching, continuous batching, tensor/pipeline/data parallelism); the
                 prompt, labels, readout, calibration and answers stay ours.
@@ -137,6 +143,8 @@ class Judge:
             attn=attn,
             max_row_tokens=max_row_tokens,
             max_batch_tokens=max_batch_tokens,
+            state_cache_mb=state_cache_mb,
+            prompt_version=prompt_version,
             backend=backend,
             vllm=vllm,
         )
@@ -265,6 +273,12 @@ class Judge:
         from logitjudge.rubrics.api import evaluate
 
         return evaluate(self, items, evaluators, **kwargs)
+
+    def counters(self) -> dict[str, Any]:
+        """The engine's cumulative counters (plain numbers, for ``/metrics``): forwards per runner
+        path and the state cache's hits, misses, bytes (see ``Engine.counters``)."""
+        counters = getattr(self.engine, "counters", None)
+        return counters() if counters is not None else {}
 
     def describe(self) -> dict[str, Any]:
         """Model, device, dtype, strategy and limits, for ``/healthz`` and benchmark records."""

@@ -12,7 +12,15 @@ import json
 import sys
 from typing import Any
 
-from logitjudge.engine.config import ATTN_CHOICES, BACKENDS, DISTRIBUTED_EXECUTORS, STRATEGIES, EngineConfig, VllmConfig
+from logitjudge.engine.config import (
+    ATTN_CHOICES,
+    BACKENDS,
+    DISTRIBUTED_EXECUTORS,
+    PROMPT_VERSIONS,
+    STRATEGIES,
+    EngineConfig,
+    VllmConfig,
+)
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 
 __all__ = ["add_model_args", "load_judge", "vllm_config", "error_json", "fail", "positive_int"]
@@ -26,6 +34,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An ``argparse`` type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
     return value
 
 
@@ -60,6 +79,19 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens, "
         f"reported as max_batch_tokens; default {EngineConfig.max_row_tokens}); "
         "`serve --max-batch-tokens` is the scheduler's budget across requests",
+    )
+    p.add_argument(
+        "--prompt-version",
+        default=None,
+        choices=PROMPT_VERSIONS,
+        help=f"prompt template (default {EngineConfig.prompt_version}; lj-prompt-2: fewer tokens per question)",
+    )
+    p.add_argument(
+        "--state-cache-mb",
+        type=nonnegative_int,
+        default=None,
+        help="MiB of state KV kept across requests (a repeated state skips its prefix forward; 0 = off; "
+        f"default {EngineConfig.state_cache_mb})",
     )
     p.add_argument(
         "--rotations",
@@ -151,6 +183,8 @@ def load_judge(args: argparse.Namespace) -> Any:
         strategy=args.strategy,
         attn=args.attn,
         max_row_tokens=args.engine_row_tokens,
+        state_cache_mb=args.state_cache_mb,
+        prompt_version=args.prompt_version,
         calibration=args.calibration,
         backend=args.backend,
         vllm=vllm,

@@ -39,6 +39,9 @@ STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
 ATTN_CHOICES = ("auto", "eager", "sdpa", "flex_attention")
 """Attention implementations the engine can run (``logitjudge.engine.attention.resolve_attn``)."""
 
+PROMPT_VERSIONS = ("lj-prompt-1.1", "lj-prompt-2")
+"""The selectable prompt templates (``logitjudge.engine.prompt.TEMPLATES`` has their words)."""
+
 BACKENDS = ("transformers", "vllm")
 """What turns token-id prompts into label log-probs: our runner on a transformers model, or vLLM
 (``logitjudge.engine.vllm_backend``). Prompt, labels, readout maths, calibration and answers are
@@ -127,8 +130,11 @@ class EngineConfig:
     1e-4), ``float32``, ``bfloat16``, ``float16``. Used when loading, like ``device``."""
 
     strategy: str = "auto"
-    """One of :data:`STRATEGIES` or ``auto`` (``prefix_rows`` where layers ignore masks, else
-    ``packed``; with a failed self-check ``auto`` falls back to ``separate``)."""
+    """One of :data:`STRATEGIES` or ``auto``: chosen per request by the runner
+    (:meth:`~logitjudge.engine.runner.Runner.choose`, the rule and its measurements there):
+    ``prefix_rows`` where layers ignore masks; ``packed`` on FlexAttention; else
+    ``prefix_packed``, or ``packed`` for sliding-window models. With a failed self-check ``auto``
+    falls back to ``separate``."""
 
     attn: str = "auto"
     """One of :data:`ATTN_CHOICES`: ``auto`` = FlexAttention on CUDA where the model supports it,
@@ -159,6 +165,20 @@ class EngineConfig:
     vllm: VllmConfig = VllmConfig()
     """vLLM engine options (:class:`VllmConfig`), used when ``backend == "vllm"``."""
 
+    prompt_version: str = "lj-prompt-1.1"
+    """The prompt template (``logitjudge.engine.prompt.TEMPLATES``): ``lj-prompt-1.1`` (the
+    default) or ``lj-prompt-2`` (the lean one: the same question and option lines, fewer
+    instruction tokens; measured in ``benchmarks/results/``). CLI: ``--prompt-version``.
+    Calibrations and state-cache entries are bound to it."""
+
+    state_cache_mb: int = 1024
+    """MiB of state-prefix KV kept across requests (:mod:`logitjudge.engine.state_cache`): a
+    request over a state seen before skips its prefix forward. An LRU bounded in bytes, keyed by
+    model fingerprint, dtype, prompt version and the state's token ids; 0 disables it. KV per
+    state token in fp32: 46 KiB (SmolLM2-135M), 28 KiB (Qwen2.5-1.5B), so 1024 MiB holds about
+    11k / 37k state tokens. CLI: ``--state-cache-mb``. The transformers backend's (vLLM has its
+    own prefix cache, in its KV cache)."""
+
     dense_mask_max_tokens: int = 4096
     """Rows longer than this never get a dense mask: 4096^2 x 4 B = 64 MiB per layer type in fp32
     (32 MiB in bf16) plus 16 MiB of bool temporaries, harmless on any device. Above it the runner
@@ -174,6 +194,10 @@ class EngineConfig:
         for name in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.prompt_version not in PROMPT_VERSIONS:
+            raise UnsupportedModelError(f"unknown prompt version {self.prompt_version!r}; one of {PROMPT_VERSIONS}")
+        if self.state_cache_mb < 0:
+            raise ValueError(f"state_cache_mb must be >= 0, got {self.state_cache_mb}")
 
     def with_options(self, *, stacklevel: int = 2, **options: Any) -> EngineConfig:
         """A copy with ``options`` replacing fields; an option that is ``None`` keeps the field.

@@ -19,6 +19,8 @@ Nothing is ever truncated.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -31,9 +33,10 @@ from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
-from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder, render_text
+from logitjudge.engine.prompt import PromptBuilder, render_text
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.runner import Runner
+from logitjudge.engine.state_cache import StateCache
 from logitjudge.engine.types import (
     MAX_CHOICE_OPTIONS,
     MAX_SCORE_LEVELS,
@@ -122,11 +125,13 @@ class Engine:
         lm.model.eval()
         lm.model.requires_grad_(False)
         self.name = lm.name
-        self.prompt = PromptBuilder(lm.tokenizer, max_single_token_labels=max_single_token_labels)
+        self.prompt = PromptBuilder(
+            lm.tokenizer, max_single_token_labels=max_single_token_labels, version=config.prompt_version
+        )
         self.mask_ignoring = layers_ignore_masks(lm.model.config)
         strategy = config.strategy
-        if strategy == "auto":
-            strategy = "prefix_rows" if self.mask_ignoring else "packed"
+        if strategy == "auto" and self.mask_ignoring:
+            strategy = "prefix_rows"
         if self.mask_ignoring and strategy in ("packed", "prefix_packed"):
             raise UnsupportedModelError(
                 f"{lm.model.config.model_type} has layers that ignore attention masks: use prefix_rows"
@@ -143,6 +148,7 @@ class Engine:
         self.max_request_tokens = config.max_request_tokens
         self.attn = resolve_attn(config.attn, lm.model, lm.device, mask_ignoring=self.mask_ignoring)
         set_attn(lm.model, self.attn)
+        self.state_cache = StateCache(config.state_cache_mb << 20, (lm.fingerprint, str(lm.dtype), self.prompt.version))
         self.runner = Runner(
             lm.model,
             lm.device,
@@ -150,7 +156,9 @@ class Engine:
             max_row_tokens=config.max_row_tokens,
             stepwise=self.mask_ignoring,
             dense_mask_max_tokens=config.dense_mask_max_tokens,
+            state_cache=self.state_cache if self.state_cache.enabled else None,
         )
+        self.path_counts: collections.Counter[str] = collections.Counter()
         self.readout = Readout(lm.model)
 
     @classmethod
@@ -215,7 +223,8 @@ class Engine:
             "strategy": self.strategy,
             "attn": self.attn,
             "dense_mask_max_tokens": self.runner.dense_mask_max_tokens,
-            "prompt_version": PROMPT_VERSION,
+            "state_cache_mb": self.state_cache.max_bytes >> 20,
+            "prompt_version": self.prompt.version,
             "fingerprint": self.lm.fingerprint,
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
@@ -315,10 +324,18 @@ class Engine:
         (:meth:`Readout.log_probs`); the vLLM engine overrides only this
         (:class:`~logitjudge.engine.vllm_engine.VllmEngine`)."""
         reads = self.runner.run(list(plans), strategy or self.strategy)
+        self.path_counts.update(reads.paths)
         return self.readout.log_probs(reads.hidden, reads.labels), reads.labels
 
+    def counters(self) -> dict[str, Any]:
+        """Cumulative counters for ``/metrics`` (plain numbers): forwards per runner path
+        (``paths``, e.g. ``{"prefix_packed:dense": 12, "prefix_packed:cached": 30}``) and the
+        state cache's :class:`~logitjudge.engine.state_cache.StateCacheStats` (``state_cache``)."""
+        return {"paths": dict(self.path_counts), "state_cache": dataclasses.asdict(self.state_cache.stats())}
+
     def close(self) -> None:
-        """Release the backend's resources (nothing to do for the transformers backend)."""
+        """Release the backend's resources (the state cache's KV here)."""
+        self.state_cache.clear()
 
     def run_batch(
         self, requests: Sequence[EngineRequest], strategy: str | None = None
@@ -339,22 +356,35 @@ class Engine:
     def self_check(self, request: EngineRequest = SELF_CHECK_REQUEST) -> float:
         """Compare the engine's strategy with separate passes; return the max |dp|.
 
+        With ``auto``, every strategy it may choose is compared (``packed``, ``prefix_packed``
+        where allowed, and ``prefix_packed`` again from the state cache's entry when on).
+
         Raises:
             EngineDeadError: the difference exceeds :func:`tolerance_for` the model's dtype.
         """
         plan = self.plan(request)
-        got = self.run_plans([plan])[0]
         ref = self.run_plans([plan], "separate")[0]
-        diff = max(
-            abs(a - b) for x, y in zip(got.answers, ref.answers) for a, b in zip(x.probabilities, y.probabilities)
-        )
-        tol = tolerance_for(self.lm.dtype)
-        if diff > tol:
-            raise EngineDeadError(
-                f"self-check failed: strategy {self.strategy!r} differs from separate passes by "
-                f"{diff:.2e} (tolerance {tol:.0e}) on {self.lm.device}; refusing to serve"
+        if self.strategy != "auto":
+            checks = [self.strategy]
+        else:
+            checks = [s for s in ("packed", "prefix_packed") if s != "prefix_packed" or self.runner.windows is None]
+            checks += ["prefix_packed"] if self.runner.state_cache is not None and "prefix_packed" in checks else []
+        diff = 0.0
+        for strategy in checks:
+            got = self.run_plans([plan], strategy)[0]
+            d = max(
+                abs(a - b) for x, y in zip(got.answers, ref.answers) for a, b in zip(x.probabilities, y.probabilities)
             )
-        logger.info("self-check: %s vs separate passes, max |dp| = %.2e", self.strategy, diff)
+            tol = tolerance_for(self.lm.dtype)
+            if d > tol:
+                raise EngineDeadError(
+                    f"self-check failed: strategy {strategy!r} differs from separate passes by "
+                    f"{d:.2e} (tolerance {tol:.0e}) on {self.lm.device}; refusing to serve"
+                )
+            diff = max(diff, d)
+        if self.runner.state_cache is not None:
+            self.state_cache.clear()  # the self-check's state is nobody's
+        logger.info("self-check: %s vs separate passes, max |dp| = %.2e", "/".join(checks), diff)
         return diff
 
 

@@ -17,6 +17,7 @@ Every label's log-probability is a sum over its tokens of ``log p(token | read p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -44,9 +45,12 @@ class RequestPlan:
     @property
     def n_tokens(self) -> int:
         """Tokens this request runs: prefix once, every branch and label continuation."""
-        return len(self.prefix) + sum(
-            len(v.branch) + sum(len(lab) - 1 for lab in v.labels) for q in self.questions for v in q.views
-        )
+        return len(self.prefix) + sum(self.branch_tokens(i) for i in range(len(self.questions)))
+
+    def branch_tokens(self, question: int) -> int:
+        """Tokens of question ``question``'s branches and label continuations (prefix excluded)."""
+        views = self.questions[question].views
+        return sum(len(v.branch) + sum(len(lab) - 1 for lab in v.labels) for v in views)
 
 
 @dataclass
@@ -93,14 +97,23 @@ class Tree:
         return len(self.reads) - 1
 
 
-def add_request(tree: Tree, plan: RequestPlan, request_index: int, *, with_prefix: bool = True) -> None:
+def add_request(
+    tree: Tree,
+    plan: RequestPlan,
+    request_index: int,
+    *,
+    with_prefix: bool = True,
+    questions: Sequence[int] | None = None,
+) -> None:
     """Add one request's segments and labels to ``tree``.
 
     With ``with_prefix=False`` the prefix is not added (it lives in a KV cache); the branches then
-    become roots whose positions start at ``len(plan.prefix)``.
+    become roots whose positions start at ``len(plan.prefix)``. ``questions`` adds only those
+    question indices (in the given order; labels keep the request's question numbers).
     """
     root = tree.add(plan.prefix, -1) if with_prefix else -1
-    for qi, q in enumerate(plan.questions):
+    for qi in range(len(plan.questions)) if questions is None else questions:
+        q = plan.questions[qi]
         for vi, view in enumerate(q.views):
             seg = tree.add(view.branch, root)
             if root < 0:

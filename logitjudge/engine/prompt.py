@@ -1,6 +1,7 @@
 """Prompt: the state and each question rendered into token ids, and the answer labels.
 
-One versioned template (:data:`PROMPT_VERSION`), wrapped in the model's own chat template::
+Versioned templates (:data:`TEMPLATES`; the default :data:`PROMPT_VERSION`), wrapped in the
+model's own chat template. The default, ``lj-prompt-1.1``::
 
     <chat head: system turn, user turn opens>
     State:
@@ -11,6 +12,10 @@ One versioned template (:data:`PROMPT_VERSION`), wrapped in the model's own chat
     ...
     Reply with the letter of the best option.
     <chat tail: user turn closes, assistant turn opens>   <- the answer label is read next
+
+``lj-prompt-2`` (the lean one) keeps the question and option lines and drops the boilerplate: no
+``Options:`` / ``Levels ...`` header, a shorter system turn and answer cue ("Yes or No?",
+"Answer with a letter.").
 
 The prefix depends on the state only: never on the questions, their ids, order or count. Each
 branch depends on its own question only. All user text (state, instructions, option names and
@@ -37,13 +42,56 @@ from typing import Any
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import UnsupportedModelError
 
-PROMPT_VERSION = "lj-prompt-1.1"
-"""1.1: labels that would clash with the options' own text are swapped (see :func:`label_clash`)."""
+PROMPT_VERSION = "lj-prompt-1.1"  # = EngineConfig.prompt_version (tests/engine/test_config.py)
+"""The default template. 1.1: labels that would clash with the options' own text are swapped
+(see :func:`label_clash`). :data:`TEMPLATES` holds every selectable version."""
 
 SYSTEM_TEXT = (
     "You are a careful, impartial judge. Read the state, then answer the question about it. "
     "Reply with a single label and nothing else."
 )
+
+
+@dataclass(frozen=True)
+class Template:
+    """The words of one prompt version around the state, the question and its options.
+
+    ``{yes}``/``{no}`` are the noul label words, ``{noun}`` is ``letter`` or ``number``, ``{lo}``
+    and ``{hi}`` the lowest and highest score labels.
+    """
+
+    version: str
+    system: str
+    noul_reply: str
+    choice_header: str | None
+    choice_reply: str
+    score_header: str | None
+    score_reply: str
+
+
+TEMPLATES = {
+    "lj-prompt-1.1": Template(
+        "lj-prompt-1.1",
+        SYSTEM_TEXT,
+        noul_reply="Reply with {yes} or {no}.",
+        choice_header="Options:",
+        choice_reply="Reply with the {noun} of the best option.",
+        score_header="Levels, from lowest ({lo}) to highest ({hi}):",
+        score_reply="Reply with the {noun} of the level that fits best.",
+    ),
+    # The lean template (issue 13): the same question and option lines, less boilerplate:
+    # SmolLM2's tokenizer: system 29 -> 15 tokens; noul reply 8 -> 5, choice 14 -> 6, score 27 -> 13.
+    "lj-prompt-2": Template(
+        "lj-prompt-2",
+        "You are a careful, impartial judge. Reply with a single label.",
+        noul_reply="{yes} or {no}?",
+        choice_header=None,
+        choice_reply="Answer with a {noun}.",
+        score_header=None,
+        score_reply="Answer with a {noun} from {lo} (lowest) to {hi} (highest).",
+    ),
+}
+"""Every selectable prompt version (``EngineConfig.prompt_version``, ``--prompt-version``)."""
 _PLACEHOLDER = "\u2063LJ-CONTENT\u2063"
 NOUL_LABELS = (("Yes", "No"), ("yes", "no"), ("A", "B"))
 DEFAULT_NOUL_INSTRUCTIONS = "Decide whether the statement below holds for the state."
@@ -82,15 +130,22 @@ class PromptBuilder:
 
     Args:
         tokenizer: a fast transformers tokenizer.
+        version: a key of :data:`TEMPLATES` (default :data:`PROMPT_VERSION`).
         max_single_token_labels: cap on single-token choice labels (``None``: as many as the
             tokenizer supplies). Lower it only to test the multi-token path.
 
     Raises:
         UnsupportedModelError: the chat template's tail does not keep its tokens when a label
-            follows it (the readout boundary would be wrong).
+            follows it (the readout boundary would be wrong), or an unknown version.
     """
 
-    def __init__(self, tokenizer: Any, *, max_single_token_labels: int | None = None) -> None:
+    def __init__(
+        self, tokenizer: Any, *, max_single_token_labels: int | None = None, version: str = PROMPT_VERSION
+    ) -> None:
+        if version not in TEMPLATES:
+            raise UnsupportedModelError(f"unknown prompt version {version!r}; one of {tuple(TEMPLATES)}")
+        self.template = TEMPLATES[version]
+        self.version = version
         self.tokenizer = tokenizer
         head, tail = self._chat_frame()
         self.head_ids = self._encode_special(head)
@@ -121,10 +176,11 @@ class PromptBuilder:
 
     def _chat_frame(self) -> tuple[str, str]:
         tok = self.tokenizer
+        system = self.template.system
         if getattr(tok, "chat_template", None):
             for messages in (
-                [{"role": "system", "content": SYSTEM_TEXT}, {"role": "user", "content": _PLACEHOLDER}],
-                [{"role": "user", "content": SYSTEM_TEXT + "\n\n" + _PLACEHOLDER}],
+                [{"role": "system", "content": system}, {"role": "user", "content": _PLACEHOLDER}],
+                [{"role": "user", "content": system + "\n\n" + _PLACEHOLDER}],
             ):
                 try:
                     text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
@@ -133,7 +189,7 @@ class PromptBuilder:
                 if isinstance(text, str) and text.count(_PLACEHOLDER) == 1:
                     head, tail = text.split(_PLACEHOLDER)
                     return head, tail
-        return SYSTEM_TEXT + "\n\n", "\nAnswer:\n"
+        return system + "\n\n", "\nAnswer:\n"
 
     def boundary_label(self, text: str) -> Label:
         """Token ids of ``text`` as it follows the chat tail.
@@ -214,6 +270,7 @@ class PromptBuilder:
         its level (the number is the level) and only the listing order rotates.
         """
         n = len(question.options)
+        t = self.template
         order = tuple((k + rotation) % n for k in range(n))  # displayed position -> option index
         texts, labels = self.label_texts(question)
         lines = []
@@ -228,31 +285,33 @@ class PromptBuilder:
                 lines.append(f"Answer {yes_t} if: {render_text(true)}")
             if false is not None:
                 lines.append(f"Answer {no_t} if: {render_text(false)}")
-            lines.append(f"Reply with {yes_t} or {no_t}.")
+            lines.append(t.noul_reply.format(yes=yes_t, no=no_t))
             display_labels, option_index = labels, (0, 1)
         elif question.type == "choice":
             if question.instructions is not None:
                 lines.append(f"Question: {render_text(question.instructions)}")
             else:
                 lines.append("Question: Which option fits the state best?")
-            lines.append("Options:")
+            if t.choice_header is not None:
+                lines.append(t.choice_header)
             for pos, k in enumerate(order):
                 opt = question.options[k]
                 desc = "" if opt.description is None else f": {render_text(opt.description)}"
                 lines.append(f"{texts[pos]}. {opt.name}{desc}")
             noun = "letter" if texts[0].isalpha() else "number"
-            lines.append(f"Reply with the {noun} of the best option.")
+            lines.append(t.choice_reply.format(noun=noun))
             display_labels, option_index = labels, order
         else:
             if question.instructions is not None:
                 lines.append(f"Question: {render_text(question.instructions)}")
             else:
                 lines.append("Question: Which level fits the state best?")
-            lines.append(f"Levels, from lowest ({texts[0]}) to highest ({texts[n - 1]}):")
+            if t.score_header is not None:
+                lines.append(t.score_header.format(lo=texts[0], hi=texts[n - 1]))
             for k in order:
                 lines.append(f"{texts[k]}. {render_text(question.options[k].description)}")
             noun = "letter" if texts[0].isalpha() else "number"
-            lines.append(f"Reply with the {noun} of the level that fits best.")
+            lines.append(t.score_reply.format(noun=noun, lo=texts[0], hi=texts[n - 1]))
             display_labels, option_index = labels, tuple(range(n))
         branch = self.encode_user("\n".join(lines)) + self.tail_ids
         return View(tuple(branch), tuple(display_labels), tuple(option_index))

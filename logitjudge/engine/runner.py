@@ -41,6 +41,7 @@ from logitjudge.engine.pack import (
     lay_out,
     padded_allowed,
 )
+from logitjudge.engine.state_cache import StateCache, fork_cache
 
 
 @dataclass
@@ -91,7 +92,10 @@ class Runner:
         max_row_tokens: the most tokens one ``packed`` row holds (several requests share a row
             up to this; a larger request runs alone); ``prefix_rows`` batches rows up to it.
         stepwise: advance rows after a cache one token at a time (recurrent/SSM layers).
-        dense_mask_max_tokens: the longest row (or key span) that gets a dense mask.
+        dense_mask_max_tokens: the longest row that gets a dense L x L mask; the thin masks
+            after a prefix cache get at most its square in cells.
+        state_cache: prefix KV caches kept across calls (:mod:`logitjudge.engine.state_cache`),
+            used by ``prefix_packed`` and ``prefix_rows``; ``None``: none kept.
 
     The attention implementation is the model's own (``config._attn_implementation``, set by the
     engine): with ``flex_attention`` packed rows get FlexAttention block masks at every length.
@@ -106,6 +110,7 @@ class Runner:
         max_row_tokens: int = EngineConfig.max_row_tokens,
         stepwise: bool = False,
         dense_mask_max_tokens: int = EngineConfig.dense_mask_max_tokens,
+        state_cache: StateCache | None = None,
     ):
         self.model = model
         self.decoder = getattr(model, model.base_model_prefix)
@@ -115,6 +120,8 @@ class Runner:
         self.dense_mask_max_tokens = dense_mask_max_tokens
         self.dense_masks_built = 0  # instrumentation: dense masks built so far ...
         self.largest_dense_side = 0  # ... and the longest side of any of them
+        self.largest_dense_cells = 0  # ... and the most cells (Lq x Lk) of any of them
+        self.state_cache = state_cache
         self.windows = attention_windows(model.config)
         # Recurrent/SSM layers (e.g. transformers' Mamba) treat a multi-token input after a cache
         # as a fresh prefill; rows after the prefix then advance one token per step, as in decoding.
@@ -136,16 +143,21 @@ class Runner:
 
     # -- masks -------------------------------------------------------------------------------
 
-    def _mask(self, allowed_for: Any, q_len: int, k_len: int) -> Any:
+    def _mask(self, allowed_for: Any, q_len: int, k_len: int, *, cells: bool = False) -> Any:
         """Build the dense attention mask(s); ``allowed_for(window)`` gives the (Lq, Lk) bool matrix.
 
+        The limit is ``dense_mask_max_tokens`` per side, or with ``cells=True`` (the thin masks
+        after a prefix cache) ``dense_mask_max_tokens ** 2`` cells: the same memory.
+
         Raises:
-            RuntimeError: a side is over ``dense_mask_max_tokens`` (callers route such rows elsewhere).
+            RuntimeError: over the limit (callers route such rows elsewhere).
         """
-        if max(q_len, k_len) > self.dense_mask_max_tokens:
-            raise RuntimeError(f"refusing a dense {q_len} x {k_len} mask (limit {self.dense_mask_max_tokens})")
+        limit = self.dense_mask_max_tokens
+        if (q_len * k_len > limit**2) if cells else (max(q_len, k_len) > limit):
+            raise RuntimeError(f"refusing a dense {q_len} x {k_len} mask (limit {limit} per side)")
         self.dense_masks_built += 1
         self.largest_dense_side = max(self.largest_dense_side, q_len, k_len)
+        self.largest_dense_cells = max(self.largest_dense_cells, q_len * k_len)
         if isinstance(self.windows, dict):
             return {t: additive_mask(allowed_for(w), self.dtype).to(self.device) for t, w in self.windows.items()}
         return additive_mask(allowed_for(self.windows), self.dtype).to(self.device)
@@ -159,7 +171,10 @@ class Runner:
 
     @torch.inference_mode()
     def run(self, plans: list[RequestPlan], strategy: str) -> Reads:
-        """Hidden states at every read position of ``plans`` with the given strategy."""
+        """Hidden states at every read position of ``plans`` with the given strategy
+        (``auto``: :meth:`choose` per request)."""
+        if strategy == "auto":
+            return self._auto(plans)
         if strategy == "packed":
             return self._packed(plans)
         if strategy == "prefix_packed":
@@ -169,6 +184,46 @@ class Runner:
         if strategy == "separate":
             return self._separate(plans)
         raise ValueError(f"unknown strategy {strategy!r}; one of {STRATEGIES}")
+
+    def choose(self, plan: RequestPlan) -> str:
+        """The exact strategy that is fastest for ``plan`` on this model and device (``auto``).
+
+        - layers that ignore masks (recurrent, SSM): ``prefix_rows``, the only exact one;
+        - the state's KV is in the state cache: ``prefix_packed`` (``prefix_rows`` for
+          sliding-window models), which skips the prefix forward;
+        - FlexAttention (CUDA): ``packed``, one row for many requests, no dense mask at all;
+        - sliding-window layers: ``packed`` (a windowed prefix cache cannot serve packed branches);
+        - otherwise ``prefix_packed``: the prefix through the causal fast path (no mask) into a
+          KV cache, then the branches with a thin (Lb, S + Lb) mask. Measured on CPU (2 cores,
+          fp32, SmolLM2-135M, ``benchmarks/results/speed-cpu.md``): at the plain-forward limit,
+          where ``packed``'s L x L mask costs SDPA 10-35% (and above 4,096 tokens ``packed`` has
+          to fall back to ``prefix_rows``).
+        """
+        if self.stepwise:
+            return "prefix_rows"
+        if self.cached(plan):
+            return "prefix_rows" if self.windows is not None else "prefix_packed"
+        if self.flex or self.windows is not None:
+            return "packed"
+        return "prefix_packed"
+
+    def _auto(self, plans: list[RequestPlan]) -> Reads:
+        """Each request with :meth:`choose`'s strategy; requests that share one run together."""
+        by: dict[str, list[int]] = {}
+        for i, plan in enumerate(plans):
+            by.setdefault(self.choose(plan), []).append(i)
+        if len(by) == 1:
+            return self.run(plans, next(iter(by)))
+        hidden: list[torch.Tensor] = []
+        labels: list[LabelTerm] = []
+        run, paths = 0, []
+        for strategy, idx in by.items():
+            sub = self.run([plans[i] for i in idx], strategy)
+            labels += _relabel(sub.labels, idx, sum(h.shape[0] for h in hidden))
+            hidden.append(sub.hidden)
+            run += sub.tokens_run
+            paths += sub.paths
+        return Reads(torch.cat(hidden), labels, run, paths)
 
     def _flex_mask(self, row: Any) -> Any:
         """FlexAttention block mask(s) for a packed row: one per layer type where windows differ."""
@@ -256,47 +311,86 @@ class Runner:
         return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_cache(self, plan: RequestPlan) -> Any:
+        """The KV cache of ``plan.prefix``, which the caller may extend: a fork of the state
+        cache's entry on a hit, else one causal forward over the prefix (stored there)."""
+        if self.state_cache is not None:
+            hit = self.state_cache.get(plan.prefix)
+            if hit is not None:
+                return fork_cache(hit)
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
         out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
         for name in ("cache", "cache_params", "past_key_values"):
             if getattr(out, name, None) is not None:
-                return getattr(out, name)
+                cache = getattr(out, name)
+                if self.state_cache is not None and self.state_cache.put(plan.prefix, cache):
+                    return fork_cache(cache)
+                return cache
         raise RuntimeError("the model returned no cache")
 
+    def cached(self, plan: RequestPlan) -> bool:
+        """True when the state cache holds ``plan``'s prefix (a lookup that counts no hit)."""
+        return self.state_cache is not None and self.state_cache.contains(plan.prefix)
+
+    def branch_groups(self, plan: RequestPlan) -> list[list[int]] | None:
+        """Questions of ``plan`` in consecutive groups whose mask after the prefix,
+        (Lg, S + Lg) for Lg branch tokens, has at most ``dense_mask_max_tokens ** 2`` cells
+        (64 MiB in fp32 at the default 4096); ``None`` when one question alone is over it."""
+        S, limit = len(plan.prefix), self.dense_mask_max_tokens**2
+        groups: list[list[int]] = []
+        width = 0
+        for q in range(len(plan.questions)):
+            n = plan.branch_tokens(q)
+            if n * (S + n) > limit:
+                return None
+            if groups and (width + n) * (S + width + n) <= limit:
+                groups[-1].append(q)
+                width += n
+            else:
+                groups.append([q])
+                width = n
+        return groups
+
     def _prefix_packed(self, plans: list[RequestPlan]) -> Reads:
+        """Per request: the prefix through the causal fast path into a KV cache (or from the state
+        cache), then its branches, in as few forwards as the mask budget allows, each over a fork
+        of that cache with an (Lg, S + Lg) mask: branches see the whole prefix and themselves."""
         hidden, labels, run, paths = [], [], 0, []
         for i, plan in enumerate(plans):
-            tree = Tree()
-            add_request(tree, plan, i, with_prefix=False)
-            row = lay_out(tree)
-            S = len(plan.prefix)
-            if S + row.input_ids.numel() > self.dense_mask_max_tokens:  # (Lb, S + Lb) would be too big
+            groups = self.branch_groups(plan)
+            if groups is None:  # one question's (Lq, S + Lq) mask alone is over the budget
                 sub = self._prefix_rows([plan])
                 hidden.append(sub.hidden)
                 labels += _relabel(sub.labels, [i], sum(h.shape[0] for h in hidden[:-1]))
                 run += sub.tokens_run
                 paths.append("prefix_packed>prefix_rows")
                 continue
+            hit = self.cached(plan)
             cache = self._prefix_cache(plan)
+            S = len(plan.prefix)
+            run += 0 if hit else S
+            for g, group in enumerate(groups):
+                tree = Tree()
+                add_request(tree, plan, i, with_prefix=False, questions=group)
+                row = lay_out(tree)
+                Lb = row.input_ids.numel()
 
-            def allowed_for(w: int | None, row: Any = row, S: int = S) -> torch.Tensor:
-                prefix = torch.ones(row.input_ids.numel(), S, dtype=torch.bool)  # (Lb, S)
-                if w is not None:
-                    prefix &= (row.position_ids[:, None] - torch.arange(S)[None, :]) < w
-                return torch.cat([prefix, allowed_matrix(row, window=w)], dim=1)  # (Lb, S + Lb)
+                def allowed_for(w: int | None, row: Any = row, S: int = S) -> torch.Tensor:
+                    prefix = torch.ones(row.input_ids.numel(), S, dtype=torch.bool)  # (Lb, S)
+                    if w is not None:
+                        prefix &= (row.position_ids[:, None] - torch.arange(S)[None, :]) < w
+                    return torch.cat([prefix, allowed_matrix(row, window=w)], dim=1)  # (Lb, S + Lb)
 
-            Lb = row.input_ids.numel()
-            out = self._decode(
-                row.input_ids[None],
-                row.position_ids[None],
-                attention_mask=self._mask(allowed_for, Lb, S + Lb),
-                cache=cache,
-                use_cache=True,
-            )
-            hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_i, H)
-            labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
-            run += S + Lb
-            paths.append("prefix_packed:dense")
+                out = self._decode(
+                    row.input_ids[None],
+                    row.position_ids[None],
+                    attention_mask=self._mask(allowed_for, Lb, S + Lb, cells=True),
+                    cache=cache if g == len(groups) - 1 else fork_cache(cache),
+                    use_cache=True,
+                )
+                hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_g, H)
+                labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
+                run += Lb
+            paths.append(("prefix_packed:cached" if hit else "prefix_packed:dense") + _groups_tag(groups))
         return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_rows(self, plans: list[RequestPlan]) -> Reads:
@@ -370,6 +464,10 @@ class Runner:
                 for t in reads_local
             ]
         return Reads(torch.cat(hidden), labels, run, ["separate"] * len(plans))
+
+
+def _groups_tag(groups: list[list[int]]) -> str:
+    return f"x{len(groups)}" if len(groups) > 1 else ""
 
 
 def _shift(labels: list[LabelTerm], by: int) -> list[LabelTerm]:

@@ -37,7 +37,7 @@ from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.core import SELF_CHECK_REQUEST, Engine, tolerance_for
 from logitjudge.engine.model import cpu_has_native_bf16, resolve_device, resolve_dtype, resolve_model
 from logitjudge.engine.pack import LabelTerm, RequestPlan
-from logitjudge.engine.prompt import PROMPT_VERSION, PromptBuilder
+from logitjudge.engine.prompt import PromptBuilder
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.types import EngineRequest
 from logitjudge.engine.vllm_backend import VllmBackend
@@ -100,7 +100,7 @@ class VllmEngine(Engine):
         self.fingerprint = fingerprint
         self.device = device
         self.dtype = dtype
-        self.prompt = PromptBuilder(tokenizer)
+        self.prompt = PromptBuilder(tokenizer, version=config.prompt_version)
         self.strategy = "vllm"
         self.attn = "vllm"
         self.mask_ignoring = False  # each view is its own vLLM sequence: nothing relies on masks
@@ -170,7 +170,7 @@ class VllmEngine(Engine):
             "cpu_native_bf16": cpu_has_native_bf16(),
             "strategy": self.strategy,
             "attn": self.attn,
-            "prompt_version": PROMPT_VERSION,
+            "prompt_version": self.prompt.version,
             "fingerprint": self.fingerprint,
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
@@ -213,6 +213,11 @@ class VllmEngine(Engine):
             )
         logger.info("self-check: vLLM alone vs with siblings, max |dp| = %.2e", diff)
         return diff
+
+    def counters(self) -> dict[str, Any]:
+        """No runner paths or state cache here: vLLM's prefix cache holds states across requests
+        (its counters: ``VllmBackend.counters``)."""
+        return {"paths": {}, "state_cache": None, "vllm": self.backend.counters()}
 
     def close(self) -> None:
         """Stop vLLM's engine processes."""

@@ -177,6 +177,7 @@ def create_app(
         max_text_chars=max_text_chars,
     )
     metrics = ServerMetrics(registry)
+    metrics.watch_engine(getattr(judge, "counters", None))
     scheduler = _scheduler(judge, config, metrics)
     state = ServerState(judge, scheduler, metrics, config)
 

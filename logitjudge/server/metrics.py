@@ -8,6 +8,11 @@
 - ``logitjudge_batch_size`` (requests per engine call), ``logitjudge_batch_tokens`` (estimated),
   ``logitjudge_batch_duration_seconds``
 - ``logitjudge_rejected_requests_total{reason}`` (``queue_full``, ``shutting_down``)
+- ``logitjudge_forward_paths_total{path}``: engine forward groups per runner path
+  (``prefix_packed:dense``, ``prefix_packed:cached``, ``packed:flex`` ...: which strategy ``auto`` chose)
+- ``logitjudge_state_cache_{hits,misses,evictions,hit_tokens}_total``,
+  ``logitjudge_state_cache_{bytes,entries,max_bytes}``: the engine's state cache
+  (:mod:`logitjudge.engine.state_cache`), read from ``judge.counters()`` at each scrape
 - ``logitjudge_low_option_mass_answers_total{type}``: answers whose ``x_option_mass`` is below
   :data:`~logitjudge.settings.LOW_OPTION_MASS` (each such request also logs one WARNING, see
   :meth:`ServerMetrics.observe_results`)
@@ -17,10 +22,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from logitjudge.settings import LOW_OPTION_MASS
 
@@ -118,6 +125,12 @@ class ServerMetrics:
                 ", ".join(f"question {i} ({qtype}) {mass:.4g}" for i, qtype, mass in low),
             )
 
+    def watch_engine(self, counters: Callable[[], Mapping[str, Any]] | None) -> None:
+        """Export the engine's own counters (``judge.counters()``: runner paths, state cache),
+        read at each scrape; ``None`` (a judge without them) exports nothing."""
+        if counters is not None:
+            self.registry.register(_EngineCollector(counters))
+
     def render(self) -> bytes:
         """The text exposition of every metric in this registry."""
         return generate_latest(self.registry)
@@ -150,3 +163,35 @@ def low_option_mass(answers: Sequence[Any], threshold: float = LOW_OPTION_MASS) 
         if math.isfinite(mass) and mass < threshold:
             low.append((i, str(answer.type), mass))
     return low
+
+
+class _EngineCollector(Collector):
+    """The engine's cumulative counters as Prometheus metrics, read when scraped."""
+
+    def __init__(self, counters: Callable[[], Mapping[str, Any]]) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.counters()
+        paths = CounterMetricFamily(
+            "logitjudge_forward_paths", "Engine forward groups per runner path (the strategy run)", labels=["path"]
+        )
+        for path, n in sorted((c.get("paths") or {}).items()):
+            paths.add_metric([path], n)
+        yield paths
+        cache = c.get("state_cache")
+        if not cache:
+            return
+        for name, doc in (
+            ("hits", "State cache lookups that found the state's KV"),
+            ("misses", "State cache lookups that did not"),
+            ("evictions", "State cache entries dropped to stay within its bytes"),
+            ("hit_tokens", "State tokens whose forward a hit skipped"),
+        ):
+            yield CounterMetricFamily(f"logitjudge_state_cache_{name}", doc, value=cache[name])
+        for name, doc in (
+            ("bytes", "Bytes of KV the state cache holds"),
+            ("entries", "States the state cache holds"),
+            ("max_bytes", "The state cache's bound in bytes (0 = off)"),
+        ):
+            yield GaugeMetricFamily(f"logitjudge_state_cache_{name}", doc, value=cache[name])

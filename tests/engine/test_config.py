@@ -88,6 +88,8 @@ def test_the_model_flags_default_to_the_engine_config():
     assert args.engine_row_tokens is None  # None = the engine's default, named in the help
     assert f"default {EngineConfig.max_row_tokens}" in _help(parser, "engine_row_tokens")
     assert all(s in _help(parser, "strategy") for s in STRATEGIES)
+    assert args.state_cache_mb is None and f"default {EngineConfig.state_cache_mb}" in _help(parser, "state_cache_mb")
+    assert args.prompt_version is None and EngineConfig.prompt_version in _help(parser, "prompt_version")
     assert all(a in _help(parser, "attn") for a in ATTN_CHOICES)
 
 
@@ -182,6 +184,10 @@ def test_configs_refuse_what_they_cannot_run():
     for field in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
         with pytest.raises(ValueError, match=field):
             EngineConfig(**{field: 0})
+    with pytest.raises(ValueError, match="state_cache_mb"):
+        EngineConfig(state_cache_mb=-1)
+    with pytest.raises(UnsupportedModelError, match="unknown prompt version"):
+        EngineConfig(prompt_version="lj-prompt-9")
     with pytest.raises(TypeError):
         EngineConfig().with_options(max_rows_tokens=10)  # a typo fails loudly
     assert EngineConfig().with_options(strategy=None, max_row_tokens=None) == EngineConfig()  # None keeps
@@ -257,6 +263,7 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(mak
         "strategy",
         "attn",
         "dense_mask_max_tokens",
+        "state_cache_mb",
         "prompt_version",
         "fingerprint",
         "calibration",
@@ -271,3 +278,10 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(mak
     assert default.describe()["max_batch_tokens"] == EngineConfig.max_row_tokens
     assert default.describe()["max_request_tokens"] == EngineConfig.max_request_tokens
     assert default.describe()["max_state_tokens"] == min(EngineConfig.max_state_tokens, 4096)  # the model's context
+
+
+def test_the_prompt_versions_are_the_templates():
+    from logitjudge.engine.config import PROMPT_VERSIONS
+    from logitjudge.engine.prompt import PROMPT_VERSION, TEMPLATES
+
+    assert tuple(TEMPLATES) == PROMPT_VERSIONS and PROMPT_VERSION == EngineConfig.prompt_version

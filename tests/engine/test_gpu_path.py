@@ -56,13 +56,38 @@ def test_long_request_never_builds_a_dense_mask(long_llama):
     plan = engine.plan(EngineRequest(LONG_STATE, QUESTIONS[:3]))
     assert plan.n_tokens > DENSE_MASK_MAX_TOKENS
     built = runner.dense_masks_built
-    for strategy in ("packed", "prefix_packed"):
-        reads = runner.run([plan], strategy)
-        assert reads.paths == [f"{strategy}>prefix_rows"]
-    assert runner.dense_masks_built == built  # no dense mask at all for the long request
-    assert runner.largest_dense_side <= DENSE_MASK_MAX_TOKENS
+    reads = runner.run([plan], "packed")
+    assert reads.paths == ["packed>prefix_rows"]
+    assert runner.dense_masks_built == built  # no L x L mask for the long request
     # the fallback answers what separate passes answer
     assert max_diff(probs(engine, plan, "packed"), probs(engine, plan, "separate")) <= tolerance_for(torch.float32)
+
+
+def test_long_request_after_a_prefix_cache_gets_a_thin_mask(long_llama):
+    """``prefix_packed`` (what ``auto`` runs on CPU) masks only branches x (prefix + branches):
+    (Lb, S + Lb) cells, within the dense budget's square, never an L x L mask."""
+    engine, runner = long_llama, long_llama.runner
+    plan = engine.plan(EngineRequest(LONG_STATE, QUESTIONS[:3]))
+    assert runner.choose(plan) == "prefix_packed"
+    runner.largest_dense_side = runner.largest_dense_cells = 0
+    reads = runner.run([plan], "prefix_packed")
+    assert reads.paths[0].startswith("prefix_packed:")
+    branches = plan.n_tokens - len(plan.prefix)
+    assert runner.largest_dense_cells == branches * plan.n_tokens <= DENSE_MASK_MAX_TOKENS**2
+    assert max_diff(probs(engine, plan, "prefix_packed"), probs(engine, plan, "separate")) <= tolerance_for(
+        torch.float32
+    )
+
+
+def test_branches_split_into_groups_when_one_thin_mask_would_be_too_big(make_tiny):
+    engine = make_tiny("llama", dense_mask_max_tokens=200, state_cache_mb=0)
+    plan = engine.plan(EngineRequest(STATE, QUESTIONS))
+    groups = engine.runner.branch_groups(plan)
+    assert groups is not None and len(groups) > 1 and sum(groups, []) == list(range(len(QUESTIONS)))
+    reads = engine.runner.run([plan], "prefix_packed")
+    assert reads.paths == [f"prefix_packed:densex{len(groups)}"]
+    assert engine.runner.largest_dense_cells <= 200**2
+    assert max_diff(probs(engine, plan, "prefix_packed"), probs(engine, plan, "separate")) <= 1e-4
 
 
 def test_short_request_takes_the_dense_path(long_llama):

@@ -136,7 +136,10 @@ def test_prefix_depends_on_the_state_only(default_engine):
 
 def test_mask_ignoring_model_is_routed_to_rows(tiny_mamba, tiny_llama):
     assert tiny_mamba.mask_ignoring and tiny_mamba.strategy == "prefix_rows"
-    assert not tiny_llama.mask_ignoring and tiny_llama.strategy == "packed"
+    assert not tiny_llama.mask_ignoring and tiny_llama.strategy == "auto"
+    plan = tiny_llama.plan(EngineRequest(STATE, QUESTIONS))
+    assert tiny_mamba.runner.choose(tiny_mamba.plan(EngineRequest(STATE, QUESTIONS))) == "prefix_rows"
+    assert tiny_llama.runner.choose(plan) == "prefix_packed"  # CPU, plain attention
 
 
 def test_self_check_passes_and_reports_difference(tiny_llama, tiny_gemma3, tiny_mamba):

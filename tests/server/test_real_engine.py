@@ -237,3 +237,30 @@ def test_batching_defaults_follow_the_device(default_judge) -> None:
 
     on_cpu = str(default_judge.describe()["device"]).startswith("cpu")
     assert default_batching(default_judge) == (CPU_BATCHING if on_cpu else ACCELERATOR_BATCHING)
+
+
+def test_metrics_show_the_state_cache_and_the_path_auto_chose(served: str, default_judge) -> None:
+    """A repeated state is a state-cache hit on the real model, visible in /metrics, and it
+    answers what the first request answered."""
+
+    def scrape() -> dict[str, float]:
+        text = httpx.get(f"{served}/metrics").text
+        return {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(("logitjudge_state_cache", "logitjudge_forward_paths"))
+        }
+
+    body = {**BODY, "state": BODY["state"] + " (metrics test)"}
+    before = scrape()
+    first = post(served, body)
+    second = post(served, body)
+    assert first.status_code == second.status_code == 200
+    after = scrape()
+    assert after["logitjudge_state_cache_hits_total"] >= before.get("logitjudge_state_cache_hits_total", 0) + 1
+    assert after["logitjudge_state_cache_bytes"] > 0
+    assert after['logitjudge_forward_paths_total{path="prefix_packed:cached"}'] >= 1
+    again = second.json()["answers"]
+    assert again["refund"]["noul"] == pytest.approx(first.json()["answers"]["refund"]["noul"], abs=1e-4)
+    for name in ("team", "anger"):
+        assert again[name]["probabilities"] == pytest.approx(first.json()["answers"][name]["probabilities"], abs=1e-4)
