@@ -535,7 +535,8 @@ def header(record: Mapping[str, Any]) -> str:
     )
     return (
         f"Model `{eng.get('model', '?')}` (fingerprint `{str(eng.get('fingerprint', '?'))[:16]}`), "
-        f"dtype {eng.get('dtype', '?')}, on {where}; torch {env.get('torch', '?')}, rotations {cfg['rotations']}, "
+        f"dtype {eng.get('dtype', '?')}, prompt {eng.get('prompt_version', '?')}, on {where}; "
+        f"torch {env.get('torch', '?')}, rotations {cfg['rotations']}, "
         f"calibration {cfg['calibration'] or 'none'}. Sample: {sample}. Intervals: 95% percentile bootstrap "
         f"over source items, {cfg.get('resamples', 1000)} resamples, seed {cfg.get('seed', 0)}. "
         f"† = fewer than {SMALL_N} items (pairs, chunks) behind the figure: an anecdote, not a measurement."
@@ -611,6 +612,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per figure")
     ap.add_argument("--rotations", type=int, default=1, help="option-order rotations for choice/score (1 = off)")
     ap.add_argument("--calibration", default=None, help="apply this calibration file")
+    ap.add_argument(
+        "--prompt-version", default=None, help="prompt template (lj-prompt-1.1 default, lj-prompt-2 the lean one)"
+    )
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: every set)")
     ap.add_argument("--tag", default=None, help="suffix of the output file names")
     ap.add_argument("--batch-size", type=int, default=4)
@@ -640,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         dtype=args.dtype,
         default_rotations=args.rotations,
         calibration=args.calibration,
+        prompt_version=args.prompt_version,
     )
     engine = json.loads(json.dumps(judge.describe(), default=str))
     wanted = set(args.sets.split(",")) if args.sets else None
@@ -657,6 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             "fingerprint": engine.get("fingerprint"),
             "dtype": engine.get("dtype"),
             "device": engine.get("device"),
+            "prompt_version": engine.get("prompt_version"),
             "cpu": hw.get("cpu"),
             "gpu": hw.get("gpu"),
         },
@@ -669,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
             "resamples": args.resamples,
             "rotations": args.rotations,
             "calibration": args.calibration,
+            "prompt_version": args.prompt_version,
             "batch_size": args.batch_size,
             "sets": [p.parent.name for p in paths],
         },

@@ -20,7 +20,7 @@ A hit therefore gives the same keys and values as recomputing the prefix, bit fo
 (``tests/engine/test_state_cache.py`` checks answers against uncached ones).
 
 Memory: the cache holds at most ``max_bytes`` of KV (per token, ``2 x layers x kv_heads x
-head_dim x dtype bytes``: 46 KiB for SmolLM2-135M in fp32, 28 KiB for Qwen2.5-1.5B in fp32),
+head_dim x dtype bytes``: 45 KiB for SmolLM2-135M in fp32, 56 KiB for Qwen2.5-1.5B in fp32),
 on the model's device, on top of the model and the running forward. Under load the bound holds
 at every moment: a forward over a fork allocates only its own new keys and values.
 """

@@ -118,3 +118,27 @@ def test_letter_named_choice_options_get_number_labels(pb, tokenizer):
         assert len(set(pb.view(q).labels)) == len(names)
     plain = Question("choice", "Which?", tuple(Option(n) for n in ["Billing", "I think so", "1", "Apple"]))
     assert pb.view(plain).labels == pb.choice_labels[:4]
+
+
+def test_the_lean_prompt_keeps_the_question_and_options_in_fewer_tokens(pb, tokenizer):
+    """lj-prompt-2 (issue 13): same labels, same question and option lines, fewer tokens."""
+    from logitjudge.errors import UnsupportedModelError
+
+    lean = PromptBuilder(tokenizer, version="lj-prompt-2")
+    assert lean.version == "lj-prompt-2" and pb.version == "lj-prompt-1.1"
+    assert len(lean.prefix_ids("The lamp is cracked.")) < len(pb.prefix_ids("The lamp is cracked."))
+    qs = [
+        Question("noul", "Is the lamp cracked?", (Option("true"), Option("false"))),
+        Question("choice", "Which team?", (Option("Billing", "payments"), Option("Shipping"), Option("Tech"))),
+        Question("score", "How upset?", tuple(Option(str(i), t) for i, t in enumerate(("calm", "cross", "irate")))),
+    ]
+    for q in qs:
+        old, new = pb.view(q), lean.view(q)
+        assert new.labels == old.labels and new.option_index == old.option_index
+        assert len(new.branch) < len(old.branch)
+        text = tokenizer.decode(list(new.branch))
+        assert q.instructions in text
+        assert all(o.name in text or (o.description or "") in text for o in q.options)
+    assert "Yes or No?" in tokenizer.decode(list(lean.view(qs[0]).branch))
+    with pytest.raises(UnsupportedModelError, match="unknown prompt version"):
+        PromptBuilder(tokenizer, version="lj-prompt-0")
