@@ -135,7 +135,10 @@ def main() -> None:
     torch.manual_seed(0)
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, self_check=False, max_row_tokens=1 << 20)
+    # no state cache: every strategy computes the state each run (speed_limit.py times the cache)
+    engine = Engine.load(
+        args.model, device=args.device, dtype=args.dtype, self_check=False, max_row_tokens=1 << 20, state_cache_mb=0
+    )
     engine.run_plans([engine.plan(EngineRequest(state_of(engine, 64), questions(2)))])  # warm-up
     vllm = {
         int(b): load_engine(

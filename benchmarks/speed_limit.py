@@ -77,6 +77,7 @@ def main() -> None:
     ap.add_argument("--peer", default="", choices=["", "any2jev"])
     ap.add_argument("--peer-max-state", type=int, default=4096)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--skip", default="", help="comma-separated contenders not to time (e.g. packed,prefix_packed)")
     ap.add_argument("--append", action="store_true", help="add the rows to those already in --out (a later run)")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -127,6 +128,8 @@ def main() -> None:
             }
             if naive_tokens <= args.naive_max_tokens:
                 fns["naive"] = lambda r=request: engine.run_batch([r], "separate")
+            for name in filter(None, args.skip.split(",")):
+                fns.pop(name, None)
             peer_ms: list[float] = []
             peer_seen: dict[str, Any] = {}
             if peer is not None and s + 8 <= args.peer_max_state:
@@ -183,7 +186,7 @@ def main() -> None:
                 "auto_over_plain": m["auto"] / m["plain"],
                 "lean_over_lean_plain": m["lean"] / m["lean_plain"],
                 "warm_over_cold": m["auto_warm"] / m["auto"],
-                "packed_over_plain": m["packed"] / m["plain"],
+                "packed_over_plain": m["packed"] / m["plain"] if "packed" in m else None,
                 "auto_over_any2jev": m["auto"] / m["any2jev"] if "any2jev" in m else None,
                 "lean_over_any2jev": m["lean"] / m["any2jev"] if "any2jev" in m else None,
                 "naive_over_auto": m["naive"] / m["auto"] if "naive" in m else None,

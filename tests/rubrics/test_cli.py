@@ -367,6 +367,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     flags = ["--model", "m", "--device", "cpu", "--dtype", "float32", "--strategy", "separate"]
     flags += ["--attn", "eager", "--engine-row-tokens", "1234", "--rotations", "3"]
     flags += ["--backend", "transformers", "--tensor-parallel-size", "2", "--block-size", "64", "--kv-cache-gib", "3"]
+    flags += ["--state-cache-mb", "77", "--prompt-version", "lj-prompt-2"]
     want = {
         "model": "m",
         "device": "cpu",
@@ -378,6 +379,8 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "default_rotations": 3,
         "backend": "transformers",
         "vllm": VllmConfig(tensor_parallel_size=2, block_size=64, kv_cache_gib=3),  # the vLLM flags too
+        "state_cache_mb": 77,
+        "prompt_version": "lj-prompt-2",
     }
     data = tmp_path / "d.jsonl"
     row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}
