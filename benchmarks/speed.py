@@ -89,17 +89,22 @@ def questions(n: int) -> tuple[Question, ...]:
     return tuple(kinds)
 
 
-def timed_round_robin(fns: dict, repeats: dict) -> dict:
-    """Median seconds per function, runs interleaved (a, b, c, a, b, c, ...) so that noise from
-    other processes on this shared machine falls on every contender alike."""
-    times: dict = {k: [] for k in fns}
+def round_robin_times(fns: dict, repeats: dict) -> dict[str, list[float]]:
+    """Seconds of every run of every function, runs interleaved (a, b, c, a, b, c, ...) so that
+    noise from other processes on this shared machine falls on every contender alike."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
     for r in range(max(repeats.values())):
         for k, fn in fns.items():
             if r < repeats[k]:
                 t0 = time.perf_counter()
                 fn()
                 times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return times
+
+
+def timed_round_robin(fns: dict, repeats: dict) -> dict:
+    """Median seconds per function of :func:`round_robin_times`."""
+    return {k: statistics.median(v) for k, v in round_robin_times(fns, repeats).items()}
 
 
 def main() -> None:

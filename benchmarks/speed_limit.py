@@ -34,13 +34,12 @@ import json
 import os
 import platform
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from speed import questions, state_of
+from speed import questions, round_robin_times, state_of
 
 from logitjudge.engine.core import Engine
 from logitjudge.engine.types import EngineRequest, Option, Question
@@ -51,18 +50,6 @@ RESULTS = Path(__file__).parent / "results"
 def short_questions(n: int) -> tuple[Question, ...]:
     """N short yes/no questions (the repeated-state row: "16 short questions over a 2k state")."""
     return tuple(Question("noul", f"Is item {i} in the text?", (Option("true"), Option("false"))) for i in range(n))
-
-
-def timed_round_robin(fns: dict[str, Callable[[], Any]], repeats: dict[str, int]) -> dict[str, list[float]]:
-    """Seconds of every run of every function, runs interleaved."""
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for r in range(max(repeats.values())):
-        for k, fn in fns.items():
-            if r < repeats[k]:
-                t0 = time.perf_counter()
-                fn()
-                times[k].append(time.perf_counter() - t0)
-    return times
 
 
 def main() -> None:
@@ -113,13 +100,13 @@ def main() -> None:
                 with torch.inference_mode():
                     engine.runner.decoder(input_ids=ids.to(engine.lm.device))
 
-            def cold(e: Engine = engine, r: EngineRequest = request) -> None:
-                e.state_cache.clear()
-                e.run_batch([r])
+            def cold(e: Engine = engine, r: EngineRequest = request, strategy: str = "auto") -> None:
+                e.state_cache.clear()  # a state never seen
+                e.run_batch([r], strategy)
 
             fns: dict[str, Callable[[], Any]] = {
                 "packed": lambda r=request: engine.run_batch([r], "packed"),
-                "prefix_packed": lambda r=request: (engine.state_cache.clear(), engine.run_batch([r], "prefix_packed")),
+                "prefix_packed": lambda r=request: cold(engine, r, "prefix_packed"),
                 "auto": cold,
                 "auto_warm": lambda r=request: engine.run_batch([r]),
                 "plain": plain,
@@ -154,7 +141,7 @@ def main() -> None:
             if naive_tokens > 30_000:
                 repeats["naive"] = 1
             load_before = os.getloadavg()[0]
-            times = timed_round_robin(fns, repeats)
+            times = round_robin_times(fns, repeats)
             # which paths auto took, cold and warm
             engine.state_cache.clear()
             cold_paths = engine.runner.run([plan], "auto").paths

@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from logitjudge.engine.config import (
@@ -26,26 +27,24 @@ from logitjudge.errors import InvalidRequestError, LogitJudgeError
 __all__ = ["add_model_args", "load_judge", "vllm_config", "error_json", "fail", "positive_int"]
 
 
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: an integer >= 1 (so ``--rotations 0`` is exit 2, not a silent run)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _int_at_least(low: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    """An ``argparse`` type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+positive_int = _int_at_least(1)
+"""An ``argparse`` type: an integer >= 1 (so ``--rotations 0`` is exit 2, not a silent run)."""
+
+nonnegative_int = _int_at_least(0)
+"""An ``argparse`` type: an integer >= 0 (``--state-cache-mb 0`` = off)."""
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

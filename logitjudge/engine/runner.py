@@ -319,21 +319,22 @@ class Runner:
             paths.append("packed:flex")
         return Reads(torch.cat(hidden), labels, run, paths)
 
-    def _prefix_cache(self, plan: RequestPlan) -> Any:
-        """The KV cache of ``plan.prefix``, which the caller may extend: a fork of the state
-        cache's entry on a hit, else one causal forward over the prefix (stored there)."""
+    def _prefix_cache(self, plan: RequestPlan) -> tuple[Any, bool]:
+        """The KV cache of ``plan.prefix``, which the caller may extend, and whether it came from
+        the state cache: a fork of its entry on a hit, else one causal forward over the prefix
+        (stored there)."""
         if self.state_cache is not None:
             hit = self.state_cache.get(plan.prefix)
             if hit is not None:
-                return fork_cache(hit)
+                return fork_cache(hit), True
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
         out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
         for name in ("cache", "cache_params", "past_key_values"):
             if getattr(out, name, None) is not None:
                 cache = getattr(out, name)
                 if self.state_cache is not None and self.state_cache.put(plan.prefix, cache):
-                    return fork_cache(cache)
-                return cache
+                    return fork_cache(cache), False
+                return cache, False
         raise RuntimeError("the model returned no cache")
 
     def cached(self, plan: RequestPlan) -> bool:
@@ -379,8 +380,7 @@ class Runner:
                 run += sub.tokens_run
                 paths.append("prefix_packed>prefix_rows")
                 continue
-            hit = self.cached(plan)
-            cache = self._prefix_cache(plan)
+            cache, hit = self._prefix_cache(plan)
             S = len(plan.prefix)
             run += 0 if hit else S
             for g, group in enumerate(groups):
@@ -413,7 +413,7 @@ class Runner:
         labels: list[Any] = []
         run = 0
         for i, plan in enumerate(plans):
-            cache = self._prefix_cache(plan)
+            cache, _ = self._prefix_cache(plan)
             rows, reads_local = _rows_of(plan, i)
             S = len(plan.prefix)
             run += S + sum(len(r) for r, _ in rows)

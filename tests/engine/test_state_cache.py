@@ -101,7 +101,7 @@ def test_the_lru_stays_within_its_bytes_on_real_caches(make_tiny):
     engine = make_tiny("llama", state_cache_mb=0)
     states = [STATE + f" Reference {i}." * (1 + i) for i in range(4)]
     plans = [engine.plan(EngineRequest(s, QUESTIONS[:1])) for s in states]
-    caches = [engine.runner._prefix_cache(p) for p in plans]
+    caches = [engine.runner._prefix_cache(p)[0] for p in plans]
     sizes = [cache_nbytes(c) for c in caches]
     assert sizes[0] > 0 and sizes == sorted(sizes)
     lru = StateCache(sizes[1] + sizes[2], ("m", "float32", "v"))
@@ -120,7 +120,7 @@ def test_the_lru_stays_within_its_bytes_on_real_caches(make_tiny):
 
 def test_a_fork_shares_tensors_and_leaves_the_original_unchanged(llama):
     plan = llama.plan(EngineRequest(STATE, QUESTIONS))
-    cache = llama.runner._prefix_cache(plan)
+    cache, _ = llama.runner._prefix_cache(plan)
     before = cache.get_seq_length()
     keys = [layer.keys.clone() for layer in cache.layers]
     fork = fork_cache(cache)
