@@ -198,6 +198,20 @@ def _mean(x: np.ndarray) -> Callable[[np.ndarray], float | None]:
     return lambda idx: float(x[idx].mean()) if len(idx) else None
 
 
+def best_threshold_accuracy(gold: np.ndarray, p: np.ndarray) -> float | None:
+    """The accuracy of "pass when p >= t" at the best t, chosen on these very items (optimistic:
+    an upper bound for any fixed threshold, the yardstick of the shipped one). Every cut between
+    distinct scores is tried, and passing everything or nothing."""
+    if not len(gold):
+        return None
+    order = np.argsort(-p, kind="stable")
+    g, q = gold[order].astype(float), p[order]
+    hits_above = np.concatenate([[0.0], np.cumsum(g)])  # gold passes among the top k
+    misses_below = np.concatenate([[0.0], np.cumsum((1 - g)[::-1])])[::-1]  # gold fails below the top k
+    cuts = [0] + [k for k in range(1, len(q)) if q[k] != q[k - 1]] + [len(q)]
+    return float(max(hits_above[k] + misses_below[k] for k in cuts) / len(q))
+
+
 def _binary_figures(u: dict[str, np.ndarray], resamples: int, seed: int) -> dict[str, dict[str, Any]]:
     n = len(u.get("gold", []))
     figs = _Figures(u.get("group", np.asarray([])), resamples, seed)
@@ -225,6 +239,12 @@ def _binary_figures(u: dict[str, np.ndarray], resamples: int, seed: int) -> dict
         model_known = roc_auc_score(gold[known], p[known])
         figs.add("auroc_minus_length_baseline", model_known - base[0], delta_draw, nk, direction=base[1])
     figs.add("accuracy", accuracy_score(gold, pred), _mean((gold == pred).astype(float)), n)
+    figs.add(
+        "best_threshold_accuracy",
+        best_threshold_accuracy(gold, p),
+        lambda i: best_threshold_accuracy(gold[i], p[i]),
+        n,
+    )
     figs.add("brier", brier_score_loss(gold, p), _mean((p - gold) ** 2), n)
     figs.add(
         "ece",
@@ -461,12 +481,14 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
         "evaluators) as a score, in its better direction (shorter / longer passes). Δ: AUROC minus "
         "the length baseline on the same items and resamples (> 0 with the interval above 0: beats "
         "it). Accuracy: passed vs gold at the evaluator's threshold (typed yes/no: P(yes) ≥ 0.5). "
+        "Best-threshold accuracy: at the threshold best on these same items (optimistic). "
         "Brier, ECE (10 equal-width bins): of P(pass).",
         [
             ("AUROC", "auroc", False),
             ("length baseline AUROC", "length_baseline_auroc", True),
             ("Δ AUROC − length", "auroc_minus_length_baseline", False),
             ("accuracy", "accuracy", False),
+            ("best-threshold accuracy", "best_threshold_accuracy", False),
             ("Brier", "brier", False),
             ("ECE", "ece", False),
         ],
@@ -537,10 +559,17 @@ def header(record: Mapping[str, Any]) -> str:
         f"Model `{eng.get('model', '?')}` (fingerprint `{str(eng.get('fingerprint', '?'))[:16]}`), "
         f"dtype {eng.get('dtype', '?')}, prompt {eng.get('prompt_version', '?')}, on {where}; "
         f"torch {env.get('torch', '?')}, rotations {cfg['rotations']}, "
-        f"calibration {cfg['calibration'] or 'none'}. Sample: {sample}. Intervals: 95% percentile bootstrap "
+        f"calibration {_calibration_of(eng, cfg)}. Sample: {sample}. Intervals: 95% percentile bootstrap "
         f"over source items, {cfg.get('resamples', 1000)} resamples, seed {cfg.get('seed', 0)}. "
         f"† = fewer than {SMALL_N} items (pairs, chunks) behind the figure: an anecdote, not a measurement."
     )
+
+
+def _calibration_of(eng: dict[str, Any], cfg: dict[str, Any]) -> str:
+    """The calibration that ran: the engine's origin and digest, else ``none``."""
+    if eng.get("calibration"):
+        return f"{eng.get('calibration_origin') or cfg.get('calibration')} ({eng['calibration']})"
+    return "none"
 
 
 def markdown_table(record: Mapping[str, Any]) -> str:
@@ -611,7 +640,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the sample and of the bootstrap")
     ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per figure")
     ap.add_argument("--rotations", type=int, default=1, help="option-order rotations for choice/score (1 = off)")
-    ap.add_argument("--calibration", default=None, help="apply this calibration file")
+    ap.add_argument(
+        "--calibration",
+        default="shipped",
+        help="shipped (default: the one shipped for this engine, if any, as users get it), none (raw "
+        "distributions: what `logitjudge calibrate` fits on), or a calibration file",
+    )
     ap.add_argument(
         "--prompt-version", default=None, help="prompt template (lj-prompt-1.1 default, lj-prompt-2 the lean one)"
     )

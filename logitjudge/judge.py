@@ -77,7 +77,7 @@ class Judge:
         max_request_tokens: int | None = None,
         self_check: bool | None = None,
         default_rotations: int = 1,
-        calibration: str | Path | None = None,
+        calibration: str | Path | None = "shipped",
         attn: str | None = None,
         max_row_tokens: int | None = None,
         max_batch_tokens: int | None = None,
@@ -108,7 +108,10 @@ class Judge:
             max_request_tokens: budget for the state plus all questions (default 65,536).
             self_check: compare the strategy with separate passes at load; refuse on mismatch.
             default_rotations: option-order rotations for choice/score questions (1 = off).
-            calibration: a calibration file (``logitjudge calibrate``) to apply to every answer.
+            calibration: ``"shipped"`` (default: the calibration shipped for this very engine,
+                if any: :func:`logitjudge.engine.calibration.shipped_for`), ``"none"`` or ``None``
+                (raw distributions), or a calibration file (``logitjudge calibrate``) to apply
+                to every answer. ``describe()["calibration_origin"]`` says which one applies.
             attn: ``"auto"`` (FlexAttention on CUDA where the model supports it, else the
                 model's own), ``"eager"``, ``"sdpa"``, ``"flex_attention"``.
             max_row_tokens: most tokens in one packed forward row (default 8,192; the CLI's
@@ -149,10 +152,11 @@ class Judge:
             vllm=vllm,
         )
         engine = load_engine(model, config)
-        if calibration is not None:
-            from logitjudge.engine.calibration import Calibration
+        from logitjudge.engine.calibration import resolve
 
-            engine.set_calibration(Calibration.load(calibration))
+        chosen = resolve(calibration, engine.describe())
+        if chosen is not None:
+            engine.set_calibration(chosen)
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:
@@ -279,6 +283,13 @@ class Judge:
         path and the state cache's hits, misses, bytes (see ``Engine.counters``)."""
         counters = getattr(self.engine, "counters", None)
         return counters() if counters is not None else {}
+
+    @property
+    def evaluator_scalings(self) -> dict[str, Any]:
+        """Evaluator name -> the calibration's scaling of its yes/no score (empty when none):
+        what the rubric scorer applies (:func:`logitjudge.rubrics.scoring.score_probability`)."""
+        cal = getattr(self.engine, "calibration", None)
+        return dict(cal.evaluators) if cal is not None else {}
 
     def describe(self) -> dict[str, Any]:
         """Model, device, dtype, strategy and limits, for ``/healthz`` and benchmark records."""

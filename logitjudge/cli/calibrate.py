@@ -117,7 +117,7 @@ def print_report(report: Mapping[str, Any]) -> None:
             table.add_row(
                 key,
                 str(b["n"]),
-                _f(b["accuracy"]),
+                f"{_f(b['accuracy'])} -> {_f(a['accuracy'])}",
                 f"{_f(b['auroc'])} -> {_f(a['auroc'])}",
                 f"{_f(b['nll'])} -> {_f(a['nll'])}",
                 f"{_f(b['ece'])} -> {_f(a['ece'])}",
@@ -151,8 +151,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail("these distributions were produced under a calibration; fit on uncalibrated runs")
     fitted_for: dict[str, Any] | None = engines[0] if engines else None
     if pending or fitted_for is None:
-        if getattr(args, "calibration", None):
+        if getattr(args, "calibration", None) not in (None, "shipped", "none"):
             return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
+        args.calibration = "none"  # fit on the raw distributions, never on the shipped calibration's
         try:
             judge = load_judge(args)
         except LogitJudgeError as exc:
@@ -178,14 +179,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
         samples, fitted_for, holdout=args.holdout, seed=args.seed, meta={"data": list(args.labelled)}
     )
     print_report(report)
-    if not cal.scalings:
+    if not cal.scalings and not cal.evaluators:
         return _fail(
             "no scaling kept: every fit was refused because it did not lower the cross-validated or the "
             f"held-out NLL (reasons above); {args.out} not written",
             1,
         )
     cal.save(args.out)
-    for name, s in cal.scalings.items():
+    for name, s in [*cal.scalings.items(), *((f"evaluator:{k}", v) for k, v in cal.evaluators.items())]:
         bias = "" if s.bias is None else " bias " + ", ".join(f"{b:+.2f}" for b in s.bias)
         print(f"{name}: T={s.temperature:.3f}{bias} (n={s.n}{', clamped' if s.clamped else ''})")
     if args.report:

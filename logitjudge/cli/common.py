@@ -62,9 +62,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--calibration",
-        default=None,
+        default="shipped",
         metavar="CALIB.json",
-        help="apply a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
+        help="shipped (default: the calibration shipped for this model, prompt, dtype and strategy, if any), "
+        "none, or a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
     )
     p.add_argument(
         "--attn",

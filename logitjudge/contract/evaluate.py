@@ -175,6 +175,11 @@ class EvaluatorResult(_Out):
         default=None,
         description="Evaluators with contrast 'context': P(yes) over the whole state, before the contrast.",
     )
+    x_score_uncalibrated: float | None = Field(
+        default=None,
+        description="Evaluators with a calibration scaling of their score (a shipped or --calibration "
+        "file's 'evaluators'): the score before that scaling; score, passed and confidence are after it.",
+    )
     x_option_mass: float | None = Field(
         default=None,
         description="The lowest x_option_mass of this evaluator's answers: the probability the model "

@@ -33,6 +33,23 @@ A calibration file records what it was fitted for
 (model fingerprint, prompt version, dtype, strategy) and :meth:`Calibration.check` refuses any
 other engine with :class:`~logitjudge.errors.CalibrationMismatchError`.
 
+**Shipped calibrations** (``logitjudge/calibrations/*.json``, :func:`shipped_for`) are applied by
+default (``Judge.load(calibration="shipped")``, ``--calibration shipped``) to the engine they
+were fitted for, and to no other: any other model, prompt version, dtype or strategy runs
+uncalibrated. ``describe()`` names the one applied (``calibration``: its digest,
+``calibration_origin``: ``shipped:<file>`` or a path), and so does ``GET /v1/models``.
+``--calibration none`` turns it off.
+
+**Evaluator scalings** (``Calibration.evaluators``, the file's optional ``"evaluators"``): the
+same two-option scaling applied to the yes/no *score* of a ``probability`` evaluator (by name),
+after the engine's buckets: ``q = softmax(log (s, 1 - s) / T + (b, 0))_0 = sigmoid(logit(s) / T
++ b)``, i.e. Platt scaling of the score's logit (Platt 1999, "Probabilistic outputs for support
+vector machines"). It exists for contrast scores (faithfulness v2, ``sigmoid(logit p - logit
+p0)``): a bucket's bias added to both answers cancels in the difference, so only a scaling of
+the score itself can move its threshold crossing. The rubric scorer applies it
+(:func:`logitjudge.rubrics.scoring.score_probability`); fitting and the held-out refusal are the
+same as for buckets (:mod:`logitjudge.rubrics.calibrate`).
+
 The readout stage applies it: ``Engine.set_calibration`` hands the calibration to the engine's
 :class:`~logitjudge.engine.readout.Readout`, whose ``final_distributions`` scales each question
 with :func:`logitjudge.engine.readout.scale` right after averaging its views; every answer field
@@ -66,6 +83,7 @@ __all__ = [
     "bucket_of",
     "fit",
     "fit_scaling",
+    "fit_checked",
     "cross_validated_nll",
     "nll_of",
     "CV_FOLDS",
@@ -73,6 +91,10 @@ __all__ = [
     "FITTED_FOR_KEYS",
     "TEMPERATURE_RANGE",
     "BIAS_RANGE",
+    "SHIPPED",
+    "SHIPPED_DIR",
+    "shipped_for",
+    "resolve",
 ]
 
 FORMAT = 1
@@ -252,7 +274,7 @@ def cross_validated_nll(
     return before / len(samples), after / len(samples)
 
 
-def _fit_checked(group: Sequence[LabelledDistribution], allow_bias: bool) -> tuple[Scaling | None, dict[str, Any]]:
+def fit_checked(group: Sequence[LabelledDistribution], allow_bias: bool) -> tuple[Scaling | None, dict[str, Any]]:
     """Fit one bucket; None (identity) unless it lowers the out-of-fold NLL by MIN_NLL_GAIN."""
     scaling, record = fit_scaling(group, allow_bias=allow_bias)
     cv = cross_validated_nll(group, allow_bias=allow_bias)
@@ -300,7 +322,7 @@ def fit(
     fits: dict[str, Any] = {}
     for name, group, allow_bias in candidates:
         if len(group) >= MIN_SAMPLES:
-            scaling, fits[name] = _fit_checked(group, allow_bias)
+            scaling, fits[name] = fit_checked(group, allow_bias)
             if scaling is not None:
                 scalings[name] = scaling
     info = {k: fitted_for[k] for k in (*FITTED_FOR_KEYS, "model") if k in fitted_for}
@@ -315,12 +337,17 @@ class Calibration:
         fitted_for: ``fingerprint``, ``prompt_version``, ``dtype``, ``strategy`` (and ``model``,
             informative) of the engine the samples came from.
         scalings: bucket name -> :class:`Scaling`.
+        evaluators: evaluator name -> :class:`Scaling` of its yes/no score (two options).
         meta: provenance (data files, split, per-bucket fit records, report).
     """
 
     fitted_for: dict[str, Any]
     scalings: dict[str, Scaling]
     meta: dict[str, Any] = field(default_factory=dict)
+    evaluators: dict[str, Scaling] = field(default_factory=dict)
+    """Evaluator name -> two-option scaling of its yes/no score (see the module docstring)."""
+    origin: str = field(default="", compare=False)
+    """Where it was read from: ``shipped:<file name>`` or the file's path (not stored in the file)."""
 
     def scaling_for(self, qtype: str, n_options: int) -> Scaling | None:
         """The bucket's scaling, else the type-wide one without bias, else None (left as is)."""
@@ -358,20 +385,19 @@ class Calibration:
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:16]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        def one(s: Scaling) -> dict[str, Any]:
+            bias = list(s.bias) if s.bias is not None else None
+            return {"temperature": s.temperature, "bias": bias, "n": s.n, "clamped": s.clamped}
+
+        out: dict[str, Any] = {
             "format": FORMAT,
             "fitted_for": self.fitted_for,
-            "scalings": {
-                k: {
-                    "temperature": s.temperature,
-                    "bias": list(s.bias) if s.bias is not None else None,
-                    "n": s.n,
-                    "clamped": s.clamped,
-                }
-                for k, s in self.scalings.items()
-            },
-            "meta": self.meta,
+            "scalings": {k: one(s) for k, s in self.scalings.items()},
         }
+        if self.evaluators:  # optional: files without evaluator scalings keep their digest
+            out["evaluators"] = {k: one(s) for k, s in self.evaluators.items()}
+        out["meta"] = self.meta
+        return out
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n", encoding="utf-8")
@@ -389,27 +415,40 @@ class Calibration:
 
         if not isinstance(data, Mapping) or data.get("format") != FORMAT:
             raise bad(f"format must be {FORMAT}")
-        extra = set(data) - {"format", "fitted_for", "scalings", "meta"}
+        extra = set(data) - {"format", "fitted_for", "scalings", "evaluators", "meta"}
         if extra:
             raise bad(f"unknown keys {sorted(extra)}")
         fitted_for = data.get("fitted_for")
         if not isinstance(fitted_for, Mapping) or any(k not in fitted_for for k in FITTED_FOR_KEYS):
             raise bad(f"fitted_for must hold {list(FITTED_FOR_KEYS)}")
-        scalings = {}
-        for name, s in (data.get("scalings") or {}).items():
-            try:
-                t = float(s["temperature"])
-                bias = None if s.get("bias") is None else tuple(float(b) for b in s["bias"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise bad(f"scalings.{name}: {exc!r}") from None
-            if set(s) - {"temperature", "bias", "n", "clamped"}:
-                raise bad(f"scalings.{name}: unknown keys {sorted(set(s) - {'temperature', 'bias', 'n', 'clamped'})}")
-            if not TEMPERATURE_RANGE[0] <= t <= TEMPERATURE_RANGE[1]:
-                raise bad(f"scalings.{name}.temperature {t} outside {TEMPERATURE_RANGE}")
-            if bias is not None and not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):
-                raise bad(f"scalings.{name}.bias outside {BIAS_RANGE}")
-            scalings[name] = Scaling(t, bias, int(s.get("n", 0)), bool(s.get("clamped", False)))
-        return cls(fitted_for=dict(fitted_for), scalings=scalings, meta=dict(data.get("meta") or {}))
+
+        def parsed(section: str) -> dict[str, Scaling]:
+            out = {}
+            for name, s in (data.get(section) or {}).items():
+                where = f"{section}.{name}"
+                try:
+                    t = float(s["temperature"])
+                    bias = None if s.get("bias") is None else tuple(float(b) for b in s["bias"])
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise bad(f"{where}: {exc!r}") from None
+                if set(s) - {"temperature", "bias", "n", "clamped"}:
+                    raise bad(f"{where}: unknown keys {sorted(set(s) - {'temperature', 'bias', 'n', 'clamped'})}")
+                if not TEMPERATURE_RANGE[0] <= t <= TEMPERATURE_RANGE[1]:
+                    raise bad(f"{where}.temperature {t} outside {TEMPERATURE_RANGE}")
+                if bias is not None and not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):
+                    raise bad(f"{where}.bias outside {BIAS_RANGE}")
+                if section == "evaluators" and bias is not None and len(bias) != 2:
+                    raise bad(f"{where}.bias must have 2 entries (a yes/no score)")
+                out[name] = Scaling(t, bias, int(s.get("n", 0)), bool(s.get("clamped", False)))
+            return out
+
+        return cls(
+            fitted_for=dict(fitted_for),
+            scalings=parsed("scalings"),
+            meta=dict(data.get("meta") or {}),
+            evaluators=parsed("evaluators"),
+            origin=source,
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
@@ -419,3 +458,56 @@ class Calibration:
         except (OSError, json.JSONDecodeError) as exc:
             raise CalibrationMismatchError(f"{path}: cannot read the calibration file: {exc}") from None
         return cls.from_json(data, source=str(path))
+
+    def matches(self, describe: Mapping[str, Any]) -> bool:
+        """True when every :data:`FITTED_FOR_KEYS` value equals the engine's (:meth:`check` passes)."""
+        return all(self.fitted_for.get(k) == describe.get(k) for k in FITTED_FOR_KEYS)
+
+
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "calibrations"
+"""The calibrations shipped with the package (``logitjudge/calibrations/*.json``), each fitted
+with ``logitjudge calibrate`` on the dev sets for one engine (its ``fitted_for``)."""
+SHIPPED = "shipped"
+"""The ``calibration`` setting that applies the shipped calibration fitted for the engine, if any
+(the default of ``Judge.load`` and of the CLI's ``--calibration``)."""
+NONE = "none"
+"""The ``calibration`` setting that applies none (raw distributions)."""
+
+
+def shipped_for(describe: Mapping[str, Any], directory: str | Path | None = None) -> Calibration | None:
+    """The shipped calibration fitted for this engine, or None when none matches.
+
+    A file matches when its ``fitted_for`` equals the engine's ``describe()`` on every
+    :data:`FITTED_FOR_KEYS` key (model fingerprint, prompt version, dtype, strategy): another
+    dtype, prompt or strategy gets no calibration rather than one fitted elsewhere. Files are
+    tried in name order; the first match wins. Its ``origin`` is ``shipped:<file name>``.
+    ``directory`` defaults to :data:`SHIPPED_DIR`.
+
+    Raises:
+        CalibrationMismatchError: a shipped file cannot be read (a packaging error).
+    """
+    root = Path(SHIPPED_DIR if directory is None else directory)
+    for path in sorted(root.glob("*.json")) if root.is_dir() else ():
+        cal = Calibration.load(path)
+        if cal.matches(describe):
+            return Calibration(cal.fitted_for, cal.scalings, cal.meta, cal.evaluators, origin=f"{SHIPPED}:{path.name}")
+    return None
+
+
+def resolve(setting: str | Path | None, describe: Mapping[str, Any]) -> Calibration | None:
+    """The calibration a ``calibration`` setting names for this engine.
+
+    Args:
+        setting: :data:`SHIPPED` (the shipped one fitted for this engine, else none),
+            :data:`NONE` or ``None`` (none), or the path of a calibration file.
+        describe: the engine's ``describe()``.
+
+    Raises:
+        CalibrationMismatchError: the file cannot be read or is not a calibration (a path's
+            fit is checked by ``Engine.set_calibration``).
+    """
+    if setting is None or setting == NONE:
+        return None
+    if setting == SHIPPED:
+        return shipped_for(describe)
+    return Calibration.load(setting)

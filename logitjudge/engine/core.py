@@ -227,6 +227,7 @@ class Engine:
             "prompt_version": self.prompt.version,
             "fingerprint": self.lm.fingerprint,
             "calibration": self.calibration.digest if self.calibration is not None else None,
+            "calibration_origin": self.calibration.origin if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_batch_tokens": self.runner.max_row_tokens,  # the wire's name for max_row_tokens

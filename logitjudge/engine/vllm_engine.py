@@ -173,6 +173,7 @@ class VllmEngine(Engine):
             "prompt_version": self.prompt.version,
             "fingerprint": self.fingerprint,
             "calibration": self.calibration.digest if self.calibration is not None else None,
+            "calibration_origin": self.calibration.origin if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_model_len": self.backend.max_model_len,

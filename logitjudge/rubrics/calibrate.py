@@ -17,7 +17,10 @@ Steps:
    ``GroupShuffleSplit``, seeded) into a fitting part and a held-out part (``--holdout``, the
    share of source items held out, default 0.5);
 3. fit per bucket on the fitting part (:func:`logitjudge.engine.calibration.fit`), which keeps a
-   scaling only when it lowers the cross-validated NLL;
+   scaling only when it lowers the cross-validated NLL; contrast scores (faithfulness v2) are
+   not one engine answer and take no part in it. Then, on top of the buckets kept, a scaling of
+   each ``probability`` evaluator's score (:func:`fit_evaluators`: Platt scaling; for a contrast
+   score the only scaling that can move its threshold crossing), kept on the same terms;
 4. **refuse** every scaling that does not lower the NLL of the held-out samples it applies to by
    :data:`~logitjudge.engine.calibration.MIN_NLL_GAIN` (that bucket stays uncalibrated); when
    nothing is left the command writes no file and exits 1, saying so;
@@ -38,6 +41,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +49,13 @@ import numpy as np
 
 from logitjudge.engine.calibration import (
     MIN_NLL_GAIN,
+    MIN_SAMPLES,
     Calibration,
     LabelledDistribution,
     Scaling,
     bucket_of,
     fit,
+    fit_checked,
     nll_of,
 )
 from logitjudge.rubrics.samples import Sample, item_group, sample_metrics
@@ -162,22 +168,95 @@ def refuse_worse(cal: Calibration, held: Sequence[Sample]) -> tuple[Calibration,
             del scalings[key]
 
 
+def _engine_view(cal: Calibration, s: Sample) -> tuple[float, ...]:
+    """The distribution ``s`` becomes under ``cal``'s engine buckets, as the engine computes it.
+
+    A contrast score ``sigmoid(logit p - logit p0)`` of two noul answers, each scaled by the
+    bucket's ``softmax(log p / T + b)``, becomes ``sigmoid((logit p - logit p0) / T)``: the
+    temperature alone (the bias cancels in the difference).
+    """
+    if not s.contrast:
+        return tuple(cal.apply(s.type, s.probs))
+    scaling = cal.scaling_for("noul", 2)
+    return s.probs if scaling is None else tuple(Scaling(scaling.temperature).apply(s.probs))
+
+
 def _calibrated(cal: Calibration, samples: Sequence[Sample]) -> list[Sample]:
-    return [Sample(s.id, s.source, s.type, tuple(cal.apply(s.type, s.probs)), s.gold) for s in samples]
+    """``samples`` as the engine buckets, then the evaluator scalings, of ``cal`` make them."""
+    out = []
+    for s in samples:
+        probs = _engine_view(cal, s)
+        scaling = cal.evaluators.get(s.source) if s.score_level else None
+        if scaling is not None:
+            probs = tuple(scaling.apply(probs))
+        out.append(replace(s, probs=probs))
+    return out
+
+
+def fit_evaluators(
+    cal: Calibration, fit_part: Sequence[Sample], held: Sequence[Sample]
+) -> tuple[dict[str, Scaling], dict[str, Scaling], dict[str, Any], dict[str, str]]:
+    """Fit a scaling of each ``probability`` evaluator's score on top of ``cal``'s buckets.
+
+    Per evaluator (:attr:`Sample.score_level` samples, grouped by ``source``) with at least
+    :data:`~logitjudge.engine.calibration.MIN_SAMPLES` fitting samples: temperature and bias
+    (Platt scaling, see :mod:`logitjudge.engine.calibration`), kept only when it lowers the
+    cross-validated NLL of the fitting part and the NLL of the held-out part by
+    :data:`~logitjudge.engine.calibration.MIN_NLL_GAIN`.
+
+    Returns:
+        ``(fitted, kept, records, refused)``: the scalings by evaluator that passed the
+        cross-validation, those that also lowered the held-out NLL, each fit's record, and
+        ``{"evaluator:<name>": reason}`` for every one refused.
+    """
+    by_source: dict[str, list[Sample]] = defaultdict(list)
+    for s in _calibrated(cal, [s for s in fit_part if s.score_level]):
+        by_source[s.source].append(s)
+    held_by: dict[str, list[Sample]] = defaultdict(list)
+    for s in _calibrated(cal, [s for s in held if s.score_level]):
+        held_by[s.source].append(s)
+    fitted: dict[str, Scaling] = {}
+    kept: dict[str, Scaling] = {}
+    records: dict[str, Any] = {}
+    refused: dict[str, str] = {}
+    for name, group in sorted(by_source.items()):
+        if len(group) < MIN_SAMPLES:
+            continue
+        key = f"evaluator:{name}"
+        scaling, records[key] = fit_checked(_as_fit(group), allow_bias=True)
+        if scaling is None:
+            refused[key] = records[key]["refused"]
+            continue
+        fitted[name] = scaling
+        h = _as_fit(held_by.get(name, []))
+        if h and nll_of(h, scaling) > nll_of(h) - MIN_NLL_GAIN:
+            refused[key] = f"held-out NLL {nll_of(h):.4f} -> {nll_of(h, scaling):.4f} on {len(h)} samples: not lower"
+            continue
+        kept[name] = scaling
+    return fitted, kept, records, refused
 
 
 def _compare(groups: Mapping[str, list[Sample]], fitted: Calibration, kept: Calibration) -> dict[str, dict[str, Any]]:
     """Per group: metrics before, after the fitted scalings, and whether they were kept."""
     out = {}
     for key, group in groups.items():
-        keys = {_applied_key(fitted, s) for s in group} - {None}
+        keys = set().union(*(_applied_keys(fitted, s) for s in group)) if group else set()
         out[key] = {
             "before": sample_metrics(group),
             "after": sample_metrics(_calibrated(fitted, group)),
-            "scalings": sorted(k for k in keys if k is not None),
-            "kept": bool(keys) and all(k in kept.scalings for k in keys),
+            "scalings": sorted(keys),
+            "kept": bool(keys) and keys <= set(kept.scalings) | {f"evaluator:{k}" for k in kept.evaluators},
         }
     return out
+
+
+def _applied_keys(cal: Calibration, s: Sample) -> set[str]:
+    """Every scaling of ``cal`` that reaches ``s``: its engine bucket, its evaluator's scaling."""
+    engine = _applied_key(cal, replace(s, type="noul", probs=(0.5, 0.5)) if s.contrast else s)
+    keys = {engine} if engine is not None else set()
+    if s.score_level and s.source in cal.evaluators:
+        keys.add(f"evaluator:{s.source}")
+    return keys
 
 
 def _flattening(fitted: Calibration) -> dict[str, str]:
@@ -219,10 +298,16 @@ def fit_and_report(
         and ``flattening`` (``{key: warning}``).
     """
     fit_part, held = split(samples, holdout, seed)
-    fitted = fit(_as_fit(fit_part), fitted_for)
-    kept, refused_held = refuse_worse(fitted, held)
+    # engine buckets: one engine answer per sample (a contrast score is two: its evaluator's)
+    fitted = fit(_as_fit([s for s in fit_part if not s.contrast]), fitted_for)
+    kept, refused_held = refuse_worse(fitted, [s for s in held if not s.contrast])
     refused = {k: r["refused"] for k, r in fitted.meta["fits"].items() if r.get("refused")}
     refused.update(refused_held)
+    fitted_evaluators, kept_evaluators, evaluator_fits, evaluator_refused = fit_evaluators(kept, fit_part, held)
+    refused.update(evaluator_refused)
+    # "after" in the report: the engine buckets as fitted, the evaluator scalings fitted over the kept ones
+    fitted = replace(fitted, evaluators=fitted_evaluators)
+    kept = replace(kept, evaluators=kept_evaluators)
     by_bucket: dict[str, list[Sample]] = defaultdict(list)
     by_set: dict[str, list[Sample]] = defaultdict(list)
     for s in held:
@@ -247,11 +332,11 @@ def fit_and_report(
         "by_bucket": _compare(dict(sorted(by_bucket.items())), fitted, kept),
         "by_set": _compare(dict(sorted(by_set.items())), fitted, kept),
         "imbalanced": _compare(imbalanced, fitted, kept),
-        "fits": fitted.meta["fits"],
+        "fits": {**fitted.meta["fits"], **evaluator_fits},
         "refused": refused,
         "flattening": _flattening(fitted),
     }
-    cal = Calibration(kept.fitted_for, kept.scalings, {**(meta or {}), "report": report})
+    cal = Calibration(kept.fitted_for, kept.scalings, {**(meta or {}), "report": report}, kept.evaluators)
     return cal, report
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
 from logitjudge.convert import check_state, with_rotations
@@ -31,6 +31,9 @@ from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.scoring import Answered, errored, score_answers, skipped
+
+if TYPE_CHECKING:
+    from logitjudge.engine.calibration import Scaling
 
 __all__ = [
     "ItemPlan",
@@ -188,6 +191,7 @@ def finish_plan(
     response: EngineResult | LogitJudgeError | None,
     thresholds: Mapping[str, float],
     contrast: EngineResult | LogitJudgeError | None = None,
+    scalings: Mapping[str, Scaling] | None = None,
 ) -> ItemResult:
     """Score the engine's answers to ``plan``'s request into the item's result.
 
@@ -195,6 +199,8 @@ def finish_plan(
     ``plan.questions``), the error that request alone raised (its evaluators are ``error``), or
     None when the item made no engine call. ``contrast`` is the answer to
     :meth:`ItemPlan.contrast_request` (or its error: the contrast evaluators are ``error``).
+    ``scalings``: the calibration's scaling of each evaluator's score, by name
+    (``Judge.evaluator_scalings``), for the ``probability`` evaluators it names.
     """
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
@@ -225,7 +231,8 @@ def finish_plan(
                     continue
                 baseline = [base_id[i] for i in ids]
             try:
-                scored = score_answers(defn, own, thresholds.get(defn.name), baseline)
+                scaling = (scalings or {}).get(defn.name) if defn.scoring == "probability" else None
+                scored = score_answers(defn, own, thresholds.get(defn.name), baseline, scaling)
             except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
                 results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
                 continue
@@ -265,6 +272,7 @@ def run_plans(
     if check is not None:
         check(model)
     rotations = int(getattr(judge, "default_rotations", 1))
+    scalings = dict(getattr(judge, "evaluator_scalings", None) or {})  # a stand-in judge may have none
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[ItemResult]:
@@ -289,7 +297,7 @@ def run_plans(
                 if isinstance(error := by_plan.get((id(batch[0]), twin_key)), LogitJudgeError):
                     raise error
         for p in batch:
-            yield finish_plan(p, by_plan.get((id(p), False)), checked, by_plan.get((id(p), True)))
+            yield finish_plan(p, by_plan.get((id(p), False)), checked, by_plan.get((id(p), True)), scalings)
         batch.clear()
 
     for plan in plans:

@@ -195,6 +195,11 @@ class Sample:
         type: the engine question type (``noul``, ``choice``, ``score``).
         probs: probabilities in option order (noul: ``(p_true, p_false)``).
         gold: index of the gold option.
+        contrast: the distribution is a contrast score of two engine answers (a result with
+            ``x_p_yes_without_context``), not one engine answer: calibration fits no engine
+            bucket on it, only its evaluator's scaling.
+        score_level: the distribution is a ``probability`` evaluator's own yes/no score (what an
+            evaluator scaling of :class:`~logitjudge.engine.calibration.Calibration` applies to).
     """
 
     id: str
@@ -202,6 +207,8 @@ class Sample:
     type: str
     probs: tuple[float, ...]
     gold: int
+    contrast: bool = False
+    score_level: bool = False
 
 
 def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> Sample | None:
@@ -254,7 +261,8 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
         passed = (gold.get("passed") or {}).get(name)
         if details is None and res.get("legend") is None and set(yes_no) == {"yes", "no"} and isinstance(passed, bool):
             p = float(yes_no["yes"])
-            out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if passed else 1))
+            contrast = res.get("x_p_yes_without_context") is not None
+            out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if passed else 1, contrast, True))
     return out
 
 

@@ -29,13 +29,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult
 from logitjudge.convert import answer_to_wire
 from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness, noul_distribution
 from logitjudge.engine.types import Answer, Question
+
+if TYPE_CHECKING:
+    from logitjudge.engine.calibration import Scaling
 from logitjudge.rubrics.definitions import EvaluatorDef
 
 __all__ = [
@@ -151,12 +154,16 @@ def score_probability(
     answers: Sequence[Answered],
     threshold: float,
     baseline: Sequence[Answered] | None = None,
+    scaling: Scaling | None = None,
 ) -> EvaluatorResult:
     """One noul: score = p(yes); passed when score >= threshold.
 
     With ``baseline`` (the same question over the state without ``context``, for an evaluator
     with ``contrast: "context"``), score = :func:`contrast_probability` of the two, and both
     P(yes) are reported (``x_p_yes_with_context``, ``x_p_yes_without_context``).
+    With ``scaling`` (the calibration's scaling of this evaluator's score, Platt scaling: see
+    :mod:`logitjudge.engine.calibration`), score = ``scaling.apply(noul_distribution(p))[0]``; the score
+    before it is ``x_score_uncalibrated``.
     """
     (answer,) = answers
     p = p_with = answer.p_yes()
@@ -165,6 +172,9 @@ def score_probability(
         (base,) = baseline
         p_without = base.p_yes()
         p = contrast_probability(p_with, p_without)
+    uncalibrated = None
+    if scaling is not None:
+        uncalibrated, p = p, float(scaling.apply(noul_distribution(p))[0])
     return EvaluatorResult(
         **_base(defn, threshold),
         score=p,
@@ -174,6 +184,7 @@ def score_probability(
         passed=p >= threshold,
         x_p_yes_with_context=None if p_without is None else p_with,
         x_p_yes_without_context=p_without,
+        x_score_uncalibrated=uncalibrated,
     )
 
 
@@ -322,15 +333,19 @@ def score_answers(
     answers: Sequence[Answered],
     threshold: float | None = None,
     baseline: Sequence[Answered] | None = None,
+    scaling: Scaling | None = None,
 ) -> EvaluatorResult:
     """Dispatch on ``defn.scoring``; ``threshold`` defaults to the definition's.
 
     ``baseline``: the answers over the state without ``context``; required exactly when the
-    evaluator has ``contrast`` (``ValueError`` otherwise).
+    evaluator has ``contrast`` (``ValueError`` otherwise). ``scaling``: the calibration's scaling
+    of this evaluator's score; only ``probability`` scoring has one (``ValueError`` otherwise).
     """
     limit = defn.threshold if threshold is None else threshold
     if (defn.contrast is not None) != (baseline is not None):
         raise ValueError(f"{defn.name}: contrast {defn.contrast!r} and baseline answers must come together")
-    if baseline is not None:
-        return score_probability(defn, answers, limit, baseline)
+    if scaling is not None and defn.scoring != "probability":
+        raise ValueError(f"{defn.name}: a score scaling applies to probability scoring, not {defn.scoring!r}")
+    if defn.scoring == "probability":
+        return score_probability(defn, answers, limit, baseline, scaling)
     return _SCORERS[defn.scoring](defn, answers, limit)

@@ -214,6 +214,14 @@ async def systemone(body: schemas.SystemOneRequest, request: Request, state: Sta
     )
 
 
+def _calibration_words(described: dict[str, Any]) -> str:
+    """``calibration shipped:<file> (<digest>)``, ``calibration <path> (<digest>)`` or ``uncalibrated``."""
+    digest = described.get("calibration")
+    if not digest:
+        return "uncalibrated"
+    return f"calibration {described.get('calibration_origin') or 'file'} ({digest})"
+
+
 @router.get("/v1/models", response_model=schemas.ListModelsResponse, tags=["System One"])
 async def list_models(state: State) -> schemas.ListModelsResponse:
     """The models this server answers to: the ``jev-latest`` alias first, then the served model."""
@@ -232,7 +240,8 @@ async def list_models(state: State) -> schemas.ListModelsResponse:
         schemas.ModelMetadata(
             name=name,
             description=f"{name} served by logitjudge {__version__} "
-            f"({described.get('device', '?')}, {described.get('dtype', '?')}).",
+            f"({described.get('device', '?')}, {described.get('dtype', '?')}, "
+            f"prompt {described.get('prompt_version', '?')}, {_calibration_words(described)}).",
             release_date=release,
         )
     )

@@ -185,6 +185,22 @@ def test_the_benchmark_reports_a_longer_passes_baseline():
     assert delta["value"] < 0 and delta["hi"] < 0  # a one-sided "shorter" baseline would say 0.0
 
 
+def test_best_threshold_accuracy_tries_every_cut():
+    best = _quality().best_threshold_accuracy
+    gold, p = np.array([1, 0, 1, 1, 0]), np.array([0.9, 0.8, 0.7, 0.2, 0.1])
+    brute = max(((p >= t) == gold).mean() for t in [*p.tolist(), 2.0])
+    assert best(gold, p) == brute == 0.8
+    assert best(np.array([0, 1]), np.array([0.5, 0.5])) == 0.5  # a tie cannot be split
+    assert best(np.array([1, 1, 0]), np.array([0.1, 0.2, 0.3])) == 2 / 3  # passing everything
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        g, q = rng.integers(0, 2, 30), rng.integers(0, 8, 30) / 8
+        assert best(g, q) == pytest.approx(max(((q >= t) == g).mean() for t in [*q.tolist(), 2.0]))
+    (row,) = _quality().group_metrics("toy", _records_longer_passes(40), resamples=50)
+    figs = row["figures"]
+    assert figs["best_threshold_accuracy"]["value"] >= figs["accuracy"]["value"]
+
+
 def test_bootstrap_interval_contains_the_estimate_and_narrows_with_n():
     rng = np.random.default_rng(2)
     widths = []
