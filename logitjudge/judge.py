@@ -151,10 +151,12 @@ class Judge:
             backend=backend,
             vllm=vllm,
         )
-        engine = load_engine(model, config)
-        from logitjudge.engine.calibration import resolve
+        from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, resolve
 
-        chosen = resolve(calibration, engine.describe())
+        # a file is read before the model loads (minutes for a large one), so a bad path fails fast
+        named = Calibration.load(calibration) if calibration not in (None, NONE, SHIPPED) else None
+        engine = load_engine(model, config)
+        chosen = named if named is not None else resolve(calibration, engine.describe())
         if chosen is not None:
             engine.set_calibration(chosen)
         return cls(engine, default_rotations=default_rotations)
@@ -286,7 +288,7 @@ class Judge:
 
     @property
     def evaluator_scalings(self) -> dict[str, Any]:
-        """Evaluator name -> the calibration's scaling of its yes/no score (empty when none):
+        """``"<evaluator>@<version>"`` -> the calibration's scaling of its yes/no score (empty when none):
         what the rubric scorer applies (:func:`logitjudge.rubrics.scoring.score_probability`)."""
         cal = getattr(self.engine, "calibration", None)
         return dict(cal.evaluators) if cal is not None else {}

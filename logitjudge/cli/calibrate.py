@@ -147,6 +147,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
         pending += data
         if engine:
             engines.append(engine)
+    if any(
+        isinstance(res, dict) and res.get("x_score_uncalibrated") is not None
+        for r in rows
+        for res in (r.get("results") or {}).values()
+    ):
+        return _fail("these results were scored under a calibration (x_score_uncalibrated); fit on uncalibrated runs")
     if any(e.get("calibration") for e in engines):
         return _fail("these distributions were produced under a calibration; fit on uncalibrated runs")
     fitted_for: dict[str, Any] | None = engines[0] if engines else None

@@ -63,7 +63,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--calibration",
         default="shipped",
-        metavar="CALIB.json",
+        metavar="shipped|none|FILE",
         help="shipped (default: the calibration shipped for this model, prompt, dtype and strategy, if any), "
         "none, or a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
     )

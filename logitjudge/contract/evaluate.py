@@ -178,7 +178,8 @@ class EvaluatorResult(_Out):
     x_score_uncalibrated: float | None = Field(
         default=None,
         description="Evaluators with a calibration scaling of their score (a shipped or --calibration "
-        "file's 'evaluators'): the score before that scaling; score, passed and confidence are after it.",
+        "file's 'evaluators'): the score after the engine's buckets and before that scaling; score, "
+        "passed and confidence are after it.",
     )
     x_option_mass: float | None = Field(
         default=None,

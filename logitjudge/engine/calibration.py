@@ -95,6 +95,7 @@ __all__ = [
     "SHIPPED_DIR",
     "shipped_for",
     "resolve",
+    "evaluator_key",
 ]
 
 FORMAT = 1
@@ -108,8 +109,11 @@ CV_FOLDS = 5
 """Folds of the cross-validation that decides whether a bucket's scaling is kept."""
 MIN_NLL_GAIN = 1e-4
 """Nats per sample a scaling must take off the out-of-fold (and held-out) NLL to be kept."""
-FITTED_FOR_KEYS = ("fingerprint", "prompt_version", "dtype", "strategy")
-"""The engine ``describe()`` keys a calibration must match to be applied."""
+FITTED_FOR_KEYS = ("fingerprint", "prompt_version", "dtype")
+"""The engine ``describe()`` keys a calibration must match to be applied. The strategy is
+recorded (``fitted_for["strategy"]``) but not matched: every strategy gives the same answers
+within the dtype's tolerance (the start-up self-check refuses one that does not), so a file
+fitted under ``packed`` serves ``auto`` as well. The vLLM backend has its own fingerprint."""
 
 
 def bucket_of(qtype: str, n_options: int) -> str:
@@ -325,7 +329,7 @@ def fit(
             scaling, fits[name] = fit_checked(group, allow_bias)
             if scaling is not None:
                 scalings[name] = scaling
-    info = {k: fitted_for[k] for k in (*FITTED_FOR_KEYS, "model") if k in fitted_for}
+    info = {k: fitted_for[k] for k in (*FITTED_FOR_KEYS, "strategy", "model") if k in fitted_for}
     return Calibration(fitted_for=info, scalings=scalings, meta={**(meta or {}), "fits": fits})
 
 
@@ -337,7 +341,7 @@ class Calibration:
         fitted_for: ``fingerprint``, ``prompt_version``, ``dtype``, ``strategy`` (and ``model``,
             informative) of the engine the samples came from.
         scalings: bucket name -> :class:`Scaling`.
-        evaluators: evaluator name -> :class:`Scaling` of its yes/no score (two options).
+        evaluators: ``"<evaluator>@<version>"`` -> :class:`Scaling` of its yes/no score.
         meta: provenance (data files, split, per-bucket fit records, report).
     """
 
@@ -345,7 +349,8 @@ class Calibration:
     scalings: dict[str, Scaling]
     meta: dict[str, Any] = field(default_factory=dict)
     evaluators: dict[str, Scaling] = field(default_factory=dict)
-    """Evaluator name -> two-option scaling of its yes/no score (see the module docstring)."""
+    """``"<evaluator>@<version>"`` (:func:`evaluator_key`) -> two-option scaling of its yes/no
+    score (see the module docstring)."""
     origin: str = field(default="", compare=False)
     """Where it was read from: ``shipped:<file name>`` or the file's path (not stored in the file)."""
 
@@ -413,33 +418,53 @@ class Calibration:
         def bad(why: str) -> CalibrationMismatchError:
             return CalibrationMismatchError(f"{source}: not a usable calibration file: {why}")
 
-        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
-            raise bad(f"format must be {FORMAT}")
+        def number(x: Any, where: str) -> float:
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise bad(f"{where} must be a finite number, got {x!r}")
+            return float(x)
+
+        if not isinstance(data, Mapping) or type(data.get("format")) is not int or data["format"] != FORMAT:
+            raise bad(f"format must be the integer {FORMAT}")
         extra = set(data) - {"format", "fitted_for", "scalings", "evaluators", "meta"}
         if extra:
             raise bad(f"unknown keys {sorted(extra)}")
         fitted_for = data.get("fitted_for")
         if not isinstance(fitted_for, Mapping) or any(k not in fitted_for for k in FITTED_FOR_KEYS):
             raise bad(f"fitted_for must hold {list(FITTED_FOR_KEYS)}")
+        if not isinstance(data.get("meta") or {}, Mapping):
+            raise bad("meta must be an object")
 
         def parsed(section: str) -> dict[str, Scaling]:
+            entries = data.get(section) or {}
+            if not isinstance(entries, Mapping):
+                raise bad(f"{section} must be an object")
             out = {}
-            for name, s in (data.get(section) or {}).items():
+            for name, s in entries.items():
                 where = f"{section}.{name}"
-                try:
-                    t = float(s["temperature"])
-                    bias = None if s.get("bias") is None else tuple(float(b) for b in s["bias"])
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise bad(f"{where}: {exc!r}") from None
+                if not isinstance(s, Mapping) or "temperature" not in s:
+                    raise bad(f"{where} must be an object with a temperature")
                 if set(s) - {"temperature", "bias", "n", "clamped"}:
                     raise bad(f"{where}: unknown keys {sorted(set(s) - {'temperature', 'bias', 'n', 'clamped'})}")
+                t = number(s["temperature"], f"{where}.temperature")
                 if not TEMPERATURE_RANGE[0] <= t <= TEMPERATURE_RANGE[1]:
                     raise bad(f"{where}.temperature {t} outside {TEMPERATURE_RANGE}")
-                if bias is not None and not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):
-                    raise bad(f"{where}.bias outside {BIAS_RANGE}")
-                if section == "evaluators" and bias is not None and len(bias) != 2:
-                    raise bad(f"{where}.bias must have 2 entries (a yes/no score)")
-                out[name] = Scaling(t, bias, int(s.get("n", 0)), bool(s.get("clamped", False)))
+                bias = None
+                if s.get("bias") is not None:
+                    if not isinstance(s["bias"], list) or len(s["bias"]) < 2:
+                        raise bad(f"{where}.bias must be a list of at least 2 numbers")
+                    bias = tuple(number(b, f"{where}.bias") for b in s["bias"])
+                    if not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):
+                        raise bad(f"{where}.bias outside {BIAS_RANGE}")
+                    if bias[-1] != 0.0:
+                        raise bad(f"{where}.bias: the last option's bias must be 0 (it is the reference)")
+                    if section == "evaluators" and len(bias) != 2:
+                        raise bad(f"{where}.bias must have 2 entries (a yes/no score)")
+                n = s.get("n", 0)
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise bad(f"{where}.n must be a non-negative integer")
+                if not isinstance(s.get("clamped", False), bool):
+                    raise bad(f"{where}.clamped must be true or false")
+                out[str(name)] = Scaling(t, bias, n, bool(s.get("clamped", False)))
             return out
 
         return cls(
@@ -459,9 +484,19 @@ class Calibration:
             raise CalibrationMismatchError(f"{path}: cannot read the calibration file: {exc}") from None
         return cls.from_json(data, source=str(path))
 
+    def for_evaluator(self, name: str, version: str) -> Scaling | None:
+        """The scaling of evaluator ``name`` at ``version`` (:func:`evaluator_key`), else None."""
+        return self.evaluators.get(evaluator_key(name, version))
+
     def matches(self, describe: Mapping[str, Any]) -> bool:
         """True when every :data:`FITTED_FOR_KEYS` value equals the engine's (:meth:`check` passes)."""
         return all(self.fitted_for.get(k) == describe.get(k) for k in FITTED_FOR_KEYS)
+
+
+def evaluator_key(name: str, version: str) -> str:
+    """``"<name>@<version>"``: an evaluator scaling holds for the definition it was fitted on
+    (faithfulness v2's contrast score, not a later v3's)."""
+    return f"{name}@{version}"
 
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "calibrations"
@@ -478,8 +513,10 @@ def shipped_for(describe: Mapping[str, Any], directory: str | Path | None = None
     """The shipped calibration fitted for this engine, or None when none matches.
 
     A file matches when its ``fitted_for`` equals the engine's ``describe()`` on every
-    :data:`FITTED_FOR_KEYS` key (model fingerprint, prompt version, dtype, strategy): another
-    dtype, prompt or strategy gets no calibration rather than one fitted elsewhere. Files are
+    :data:`FITTED_FOR_KEYS` key (model fingerprint, prompt version, dtype): another dtype (a
+    GPU's default bf16 against a file fitted in fp32 on CPU), prompt version or backend (vLLM
+    fingerprints its files, not the loaded module) gets no calibration rather than one fitted
+    elsewhere. Files are
     tried in name order; the first match wins. Its ``origin`` is ``shipped:<file name>``.
     ``directory`` defaults to :data:`SHIPPED_DIR`.
 

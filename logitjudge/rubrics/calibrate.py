@@ -54,6 +54,7 @@ from logitjudge.engine.calibration import (
     LabelledDistribution,
     Scaling,
     bucket_of,
+    evaluator_key,
     fit,
     fit_checked,
     nll_of,
@@ -128,6 +129,11 @@ def _as_fit(samples: Sequence[Sample]) -> list[LabelledDistribution]:
     return [LabelledDistribution(s.type, s.probs, s.gold, item_group(s.id)) for s in samples]
 
 
+def _as_answer(s: Sample) -> Sample:
+    """The sample as the engine answers it: a contrast score is two noul answers."""
+    return replace(s, type="noul", probs=(0.5, 0.5)) if s.contrast else s
+
+
 def _applied_key(cal: Calibration, s: Sample) -> str | None:
     """The scaling key :meth:`Calibration.scaling_for` resolves for ``s`` (None: left as is)."""
     own = bucket_of(s.type, len(s.probs))
@@ -143,6 +149,9 @@ def refuse_worse(cal: Calibration, held: Sequence[Sample]) -> tuple[Calibration,
     A scaling must take at least :data:`MIN_NLL_GAIN` nats per sample off; dropping a bucket's
     own scaling hands its samples to the type-wide one, so this repeats until nothing changes.
     A scaling that applies to no held-out sample is kept (its cross-validation stands).
+    Contrast scores count as the engine makes them under the scaling (:func:`_engine_view`):
+    a ``noul:2`` temperature fitted on typed questions also sharpens or flattens every contrast
+    score, and must not make those worse in sum.
 
     Returns:
         The calibration left (possibly with no scalings: the identity) and ``{key: reason}``.
@@ -153,12 +162,12 @@ def refuse_worse(cal: Calibration, held: Sequence[Sample]) -> tuple[Calibration,
         current = Calibration(cal.fitted_for, scalings, cal.meta)
         applied: dict[str, list[Sample]] = defaultdict(list)
         for s in held:
-            if (key := _applied_key(current, s)) is not None:
+            if (key := _applied_key(current, _as_answer(s))) is not None:
                 applied[key].append(s)
         worse = {}
         for key, group in applied.items():
-            fit_view = _as_fit(group)
-            before, after = nll_of(fit_view), nll_of(fit_view, scalings[key])
+            only = Calibration(cal.fitted_for, {key: scalings[key]})
+            before, after = nll_of(_as_fit(group)), nll_of(_as_fit(_calibrated(only, group)))
             if after > before - MIN_NLL_GAIN:
                 worse[key] = f"held-out NLL {before:.4f} -> {after:.4f} on {len(group)} samples: not lower"
         if not worse:
@@ -186,7 +195,7 @@ def _calibrated(cal: Calibration, samples: Sequence[Sample]) -> list[Sample]:
     out = []
     for s in samples:
         probs = _engine_view(cal, s)
-        scaling = cal.evaluators.get(s.source) if s.score_level else None
+        scaling = cal.for_evaluator(s.source, s.version) if s.score_level else None
         if scaling is not None:
             probs = tuple(scaling.apply(probs))
         out.append(replace(s, probs=probs))
@@ -198,7 +207,8 @@ def fit_evaluators(
 ) -> tuple[dict[str, Scaling], dict[str, Scaling], dict[str, Any], dict[str, str]]:
     """Fit a scaling of each ``probability`` evaluator's score on top of ``cal``'s buckets.
 
-    Per evaluator (:attr:`Sample.score_level` samples, grouped by ``source``) with at least
+    Per evaluator and version (:attr:`Sample.score_level` samples, grouped by
+    :func:`~logitjudge.engine.calibration.evaluator_key` of ``source`` and ``version``) with at least
     :data:`~logitjudge.engine.calibration.MIN_SAMPLES` fitting samples: temperature and bias
     (Platt scaling, see :mod:`logitjudge.engine.calibration`), kept only when it lowers the
     cross-validated NLL of the fitting part and the NLL of the held-out part by
@@ -207,14 +217,16 @@ def fit_evaluators(
     Returns:
         ``(fitted, kept, records, refused)``: the scalings by evaluator that passed the
         cross-validation, those that also lowered the held-out NLL, each fit's record, and
-        ``{"evaluator:<name>": reason}`` for every one refused.
+        ``{"evaluator:<name>@<version>": reason}`` for every one refused. An evaluator with no
+        held-out sample keeps its cross-validated scaling untested on held-out data (as a bucket
+        does).
     """
     by_source: dict[str, list[Sample]] = defaultdict(list)
     for s in _calibrated(cal, [s for s in fit_part if s.score_level]):
-        by_source[s.source].append(s)
+        by_source[evaluator_key(s.source, s.version)].append(s)
     held_by: dict[str, list[Sample]] = defaultdict(list)
     for s in _calibrated(cal, [s for s in held if s.score_level]):
-        held_by[s.source].append(s)
+        held_by[evaluator_key(s.source, s.version)].append(s)
     fitted: dict[str, Scaling] = {}
     kept: dict[str, Scaling] = {}
     records: dict[str, Any] = {}
@@ -252,10 +264,10 @@ def _compare(groups: Mapping[str, list[Sample]], fitted: Calibration, kept: Cali
 
 def _applied_keys(cal: Calibration, s: Sample) -> set[str]:
     """Every scaling of ``cal`` that reaches ``s``: its engine bucket, its evaluator's scaling."""
-    engine = _applied_key(cal, replace(s, type="noul", probs=(0.5, 0.5)) if s.contrast else s)
+    engine = _applied_key(cal, _as_answer(s))
     keys = {engine} if engine is not None else set()
-    if s.score_level and s.source in cal.evaluators:
-        keys.add(f"evaluator:{s.source}")
+    if s.score_level and cal.for_evaluator(s.source, s.version) is not None:
+        keys.add(f"evaluator:{evaluator_key(s.source, s.version)}")
     return keys
 
 
@@ -300,7 +312,7 @@ def fit_and_report(
     fit_part, held = split(samples, holdout, seed)
     # engine buckets: one engine answer per sample (a contrast score is two: its evaluator's)
     fitted = fit(_as_fit([s for s in fit_part if not s.contrast]), fitted_for)
-    kept, refused_held = refuse_worse(fitted, [s for s in held if not s.contrast])
+    kept, refused_held = refuse_worse(fitted, held)
     refused = {k: r["refused"] for k, r in fitted.meta["fits"].items() if r.get("refused")}
     refused.update(refused_held)
     fitted_evaluators, kept_evaluators, evaluator_fits, evaluator_refused = fit_evaluators(kept, fit_part, held)

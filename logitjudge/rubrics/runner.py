@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
 from logitjudge.convert import check_state, with_rotations
+from logitjudge.engine.calibration import evaluator_key
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.questions import build_questions
@@ -199,8 +200,9 @@ def finish_plan(
     ``plan.questions``), the error that request alone raised (its evaluators are ``error``), or
     None when the item made no engine call. ``contrast`` is the answer to
     :meth:`ItemPlan.contrast_request` (or its error: the contrast evaluators are ``error``).
-    ``scalings``: the calibration's scaling of each evaluator's score, by name
-    (``Judge.evaluator_scalings``), for the ``probability`` evaluators it names.
+    ``scalings``: the calibration's scaling of each evaluator's score, by
+    ``"<name>@<version>"`` (``Judge.evaluator_scalings``), for the ``probability`` evaluators
+    it names.
     """
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
@@ -231,7 +233,8 @@ def finish_plan(
                     continue
                 baseline = [base_id[i] for i in ids]
             try:
-                scaling = (scalings or {}).get(defn.name) if defn.scoring == "probability" else None
+                key = evaluator_key(defn.name, defn.version)
+                scaling = (scalings or {}).get(key) if defn.scoring == "probability" else None
                 scored = score_answers(defn, own, thresholds.get(defn.name), baseline, scaling)
             except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
                 results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")

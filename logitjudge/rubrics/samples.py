@@ -200,6 +200,8 @@ class Sample:
             bucket on it, only its evaluator's scaling.
         score_level: the distribution is a ``probability`` evaluator's own yes/no score (what an
             evaluator scaling of :class:`~logitjudge.engine.calibration.Calibration` applies to).
+        version: the evaluator definition's version (``results[name].version``), for
+            evaluator scalings, which hold for one version.
     """
 
     id: str
@@ -209,6 +211,7 @@ class Sample:
     gold: int
     contrast: bool = False
     score_level: bool = False
+    version: str = ""
 
 
 def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> Sample | None:
@@ -262,7 +265,8 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
         if details is None and res.get("legend") is None and set(yes_no) == {"yes", "no"} and isinstance(passed, bool):
             p = float(yes_no["yes"])
             contrast = res.get("x_p_yes_without_context") is not None
-            out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if passed else 1, contrast, True))
+            version = str(res.get("version") or "")
+            out.append(Sample(rid, name, "noul", noul_distribution(p), 0 if passed else 1, contrast, True, version))
     return out
 
 

@@ -168,11 +168,12 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
             response, twin = await _answer(state, plan, raise_errors=True)
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
-        result = finish_plan(plan, response, thresholds, twin)
+        result = finish_plan(plan, response, thresholds, twin, state.judge.evaluator_scalings)
         out = result.model_dump(mode="json", exclude_none=True)
         return JSONResponse({"model": state.judge.model_name, **out}, headers={"cache-control": "no-store"})
 
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
+    scalings = state.judge.evaluator_scalings
 
     async def one(plan: ItemPlan) -> ItemResult:
         async with gate:
@@ -181,7 +182,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
                 response, twin = await _answer(state, plan, raise_errors=False)
             except LogitJudgeError as exc:
                 response = exc
-        return finish_plan(plan, response, thresholds, twin)
+        return finish_plan(plan, response, thresholds, twin, scalings)
 
     results = list(await asyncio.gather(*(one(p) for p in plans)))
     rows = [

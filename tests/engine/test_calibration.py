@@ -94,7 +94,6 @@ def _cal_for(engine, scalings, **override) -> Calibration:
         ("fingerprint", "another-model"),
         ("prompt_version", "lj-prompt-0"),
         ("dtype", "bfloat16"),
-        ("strategy", "separate"),
     ],
 )
 def test_a_file_fitted_for_something_else_is_refused(make_tiny, tmp_path, key, value):

@@ -42,13 +42,10 @@ def test_shipped_for_needs_every_key_to_match(make_tiny, tmp_path):
     found = shipped_for(described, tmp_path)
     assert found is not None and found.origin == "shipped:b.json"
     assert found.scalings["noul:2"].temperature == 2.0
-    for key, value in (
-        ("fingerprint", "x"),
-        ("prompt_version", "lj-prompt-2"),
-        ("dtype", "bfloat16"),
-        ("strategy", "packed"),
-    ):
+    for key, value in (("fingerprint", "x"), ("prompt_version", "lj-prompt-2"), ("dtype", "bfloat16")):
         assert shipped_for({**described, key: value}, tmp_path) is None, key
+    # the strategy is recorded, not matched: every strategy gives the same answers (self-check)
+    assert shipped_for({**described, "strategy": "packed"}, tmp_path).origin == "shipped:b.json"  # type: ignore[union-attr]
     assert shipped_for(described, tmp_path / "missing") is None
 
 
@@ -100,7 +97,7 @@ def _contrast_rows(n: int, seed: int) -> list[dict]:
         d = float(rng.normal(1.5, 2.0))
         passed = bool(rng.random() < 1 / (1 + np.exp(-(2.0 * (d - 1.5)))))
         s = 1 / (1 + np.exp(-d))
-        res = {"status": "ok", "probabilities": {"yes": s, "no": 1 - s}}
+        res = {"status": "ok", "version": "2", "probabilities": {"yes": s, "no": 1 - s}}
         rows.append(
             {
                 "id": f"halueval_qa:{i}:x",
@@ -120,11 +117,11 @@ def test_a_contrast_score_gets_an_evaluator_scaling_that_moves_its_threshold():
     fitted_for = {"fingerprint": "f", "prompt_version": "p", "dtype": "float32", "strategy": "auto"}
     cal, report = fit_and_report(samples, fitted_for, holdout=0.5, seed=0)
     assert cal.scalings == {}  # a contrast score is not one engine answer: no engine bucket is fitted on it
-    scaling = cal.evaluators["faithfulness"]
+    scaling = cal.evaluators["faithfulness@2"]
     assert scaling.bias is not None and scaling.bias[0] < -1.0  # Platt intercept about -2 * 1.5
     assert 1 / scaling.temperature == pytest.approx(2.0, rel=0.35)
     held = report["by_set"]["halueval_qa faithfulness noul:2"]
-    assert held["scalings"] == ["evaluator:faithfulness"] and held["kept"]
+    assert held["scalings"] == ["evaluator:faithfulness@2"] and held["kept"]
     assert held["after"]["nll"] < held["before"]["nll"] and held["after"]["accuracy"] > held["before"]["accuracy"]
     again = Calibration.from_json(json.loads(json.dumps(cal.to_json())))
     assert again.evaluators == cal.evaluators and again.digest == cal.digest
@@ -141,7 +138,7 @@ def test_an_evaluator_scaling_that_does_not_help_is_refused():
         r["results"]["faithfulness"]["probabilities"] = {"yes": 0.5, "no": 0.5}
     fitted_for = {"fingerprint": "f", "prompt_version": "p", "dtype": "float32", "strategy": "auto"}
     cal, report = fit_and_report(samples_from_rows(rows), fitted_for)
-    assert "faithfulness" not in cal.evaluators and "evaluator:faithfulness" in report["refused"]
+    assert "faithfulness@2" not in cal.evaluators and "evaluator:faithfulness@2" in report["refused"]
 
 
 def test_a_contrast_result_row_gives_a_contrast_sample():
@@ -191,7 +188,7 @@ def test_the_evaluator_scaling_reaches_the_faithfulness_score_on_the_real_model(
     raw = default_judge.evaluate([item], ["faithfulness"]).results[0].results["faithfulness"]
     described = default_judge.describe()
     scaling = Scaling(0.5, (-3.0, 0.0))
-    cal = Calibration(_fitted_for(described), {}, evaluators={"faithfulness": scaling})
+    cal = Calibration(_fitted_for(described), {}, evaluators={"faithfulness@2": scaling})
     default_judge.engine.set_calibration(cal)
     try:
         got = default_judge.evaluate([item], ["faithfulness"]).results[0].results["faithfulness"]
@@ -202,3 +199,98 @@ def test_the_evaluator_scaling_reaches_the_faithfulness_score_on_the_real_model(
     assert got.passed == (got.score >= got.threshold)
     assert got.x_p_yes_with_context == pytest.approx(raw.x_p_yes_with_context, abs=1e-6)
     assert raw.x_score_uncalibrated is None
+
+
+def test_an_engine_bucket_that_hurts_the_contrast_scores_is_refused():
+    """A noul:2 temperature fitted on typed yes/no answers also scales every contrast score."""
+    from logitjudge.rubrics.calibrate import fit_and_report
+    from logitjudge.rubrics.samples import Sample
+
+    rng = np.random.default_rng(3)
+    samples = []
+    for i in range(300):  # typed answers: mildly overconfident noise, a flattening T helps them a little
+        p = 0.75 if rng.random() < 0.5 else 0.25
+        samples.append(Sample(f"jevbench:{i}", "typed_question", "noul", (p, 1 - p), int(rng.random() < 0.5)))
+    for i in range(300):  # contrast scores: sharp and right, flattening costs them a lot
+        gold = int(rng.random() < 0.5)
+        p = 0.999 if gold == 0 else 0.001
+        samples.append(Sample(f"halueval_qa:{i}:x", "faithfulness", "noul", (p, 1 - p), gold, True, True, "2"))
+    fitted_for = {"fingerprint": "f", "prompt_version": "p", "dtype": "float32", "strategy": "auto"}
+    typed_only = fit_and_report(samples[:300], fitted_for)[0]
+    assert "noul:2" in typed_only.scalings  # on typed answers alone the temperature is kept
+    cal, report = fit_and_report(samples, fitted_for)
+    assert "noul:2" not in cal.scalings and "noul:2" in report["refused"]
+
+
+def _good_file() -> dict:
+    return {
+        "format": 1,
+        "fitted_for": {"fingerprint": "f", "prompt_version": "p", "dtype": "float32", "strategy": "auto"},
+        "scalings": {"noul:2": {"temperature": 2.0, "bias": [0.5, 0.0], "n": 10, "clamped": False}},
+        "evaluators": {"faithfulness@2": {"temperature": 0.5, "bias": [-1.0, 0.0]}},
+    }
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"format": True},
+        {"format": 1.0},
+        {"evaluators": [1]},
+        {"evaluators": "x"},
+        {"meta": [1]},
+        {"evaluators": {"faithfulness@2": {"temperature": "0.5"}}},
+        {"evaluators": {"faithfulness@2": {"temperature": True}}},
+        {"evaluators": {"faithfulness@2": {"temperature": 0.5, "bias": [0.1, 0.5]}}},  # last bias not 0
+        {"evaluators": {"faithfulness@2": {"temperature": 0.5, "bias": [0.1, 0.2, 0.0]}}},
+        {"scalings": {"noul:2": {"temperature": 2.0, "n": "abc"}}},
+        {"scalings": {"noul:2": {"temperature": 2.0, "clamped": "no"}}},
+        {"scalings": {"noul:2": 3}},
+        {"scalings": {"noul:2": {"temperature": float("nan")}}},
+    ],
+)
+def test_a_malformed_file_is_refused_with_the_one_error(change):
+    from logitjudge.errors import CalibrationMismatchError
+
+    Calibration.from_json(_good_file())  # the unchanged file is fine
+    with pytest.raises(CalibrationMismatchError):
+        Calibration.from_json({**_good_file(), **change})
+
+
+def test_calibrate_refuses_rows_scored_under_a_calibration(tmp_path, capsys):
+    from logitjudge.cli import main
+
+    rows = _contrast_rows(40, 4)
+    for r in rows:
+        r["results"]["faithfulness"]["x_score_uncalibrated"] = 0.5
+    path = tmp_path / "calibrated.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["calibrate", str(path), "--model", "smollm2-135m", "--out", str(tmp_path / "c.json")]) == 2
+    assert "x_score_uncalibrated" in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_the_http_evaluate_route_applies_the_evaluator_scaling(default_judge):
+    item = {
+        "input": "When did the bridge open?",
+        "output": "The bridge opened in 1932.",
+        "context": ["The Sydney Harbour Bridge opened on 19 March 1932."],
+    }
+    client = TestClient(create_app(default_judge))
+    body = {"evaluators": ["faithfulness"], **item}
+    raw = client.post("/api/v1/evaluate", json=body).json()["results"]["faithfulness"]
+    scaling = Scaling(0.5, (-3.0, 0.0))
+    default_judge.engine.set_calibration(
+        Calibration(_fitted_for(default_judge.describe()), {}, evaluators={"faithfulness@2": scaling})
+    )
+    try:
+        one = client.post("/api/v1/evaluate", json=body).json()["results"]["faithfulness"]
+        batch = client.post("/api/v1/evaluate", json={"evaluators": ["faithfulness"], "items": [item, item]})
+    finally:
+        default_judge.engine.set_calibration(None)
+    want = scaling.apply([raw["score"], 1 - raw["score"]])[0]
+    assert one["x_score_uncalibrated"] == pytest.approx(raw["score"], abs=1e-6)
+    assert one["score"] == pytest.approx(want, abs=1e-6) and one["passed"] == (want >= one["threshold"])
+    assert batch.status_code == 200, batch.text
+    scores = [r["results"]["faithfulness"]["score"] for r in batch.json()["results"]]
+    assert scores == [pytest.approx(want, abs=1e-6)] * 2
