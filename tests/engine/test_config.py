@@ -267,6 +267,7 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(mak
         "prompt_version",
         "fingerprint",
         "calibration",
+        "calibration_origin",
         "max_state_tokens",
         "max_request_tokens",
         "max_batch_tokens",

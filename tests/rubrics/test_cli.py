@@ -375,7 +375,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "strategy": "separate",
         "attn": "eager",
         "max_row_tokens": 1234,  # Judge.load's name of the engine row budget (max_batch_tokens: deprecated)
-        "calibration": None,
+        "calibration": "shipped",  # the default: the shipped calibration fitted for this engine, if any
         "default_rotations": 3,
         "backend": "transformers",
         "vllm": VllmConfig(tensor_parallel_size=2, block_size=64, kv_cache_gib=3),  # the vLLM flags too
@@ -401,5 +401,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         package_logger.setLevel(level)
     capsys.readouterr()
     assert len(calls) == 4
-    for call in calls:
+    evaluate, calibrate, ask, serve = calls
+    for call in (evaluate, ask, serve):
         assert call == want
+    assert calibrate == {**want, "calibration": "none"}  # calibrate fits on raw distributions
