@@ -206,7 +206,7 @@ class UnsupportedModelError(RequestError):
 
 class CalibrationMismatchError(UnsupportedModelError):
     """A calibration file cannot be applied: unreadable, or fitted for another model fingerprint,
-    prompt template version, dtype or strategy (``mismatch`` names each differing key)."""
+    prompt template version or dtype (``mismatch`` names each differing key)."""
 
     error_type = "unsupported_model"
 

@@ -129,7 +129,7 @@ class Judge:
 
         Raises:
             CalibrationMismatchError: the calibration file was fitted for another model, prompt
-                version, dtype or strategy.
+                version or dtype.
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
             EngineDeadError: the self-check failed.
         """
@@ -151,12 +151,12 @@ class Judge:
             backend=backend,
             vllm=vllm,
         )
-        from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, resolve
+        from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 
         # a file is read before the model loads (minutes for a large one), so a bad path fails fast
         named = Calibration.load(calibration) if calibration not in (None, NONE, SHIPPED) else None
         engine = load_engine(model, config)
-        chosen = named if named is not None else resolve(calibration, engine.describe())
+        chosen = shipped_for(engine.describe()) if calibration == SHIPPED else named
         if chosen is not None:
             engine.set_calibration(chosen)
         return cls(engine, default_rotations=default_rotations)

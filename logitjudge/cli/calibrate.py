@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, load_judge
+from logitjudge.engine.calibration import NONE, SHIPPED
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
 from logitjudge.rubrics.samples import samples_from_rows
@@ -135,6 +136,8 @@ def print_report(report: Mapping[str, Any]) -> None:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """The ``calibrate`` subcommand (see the module docstring)."""
+    if getattr(args, "calibration", None) not in (None, SHIPPED, NONE):
+        return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
     rows: list[dict[str, Any]] = []
     engines: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
@@ -157,9 +160,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail("these distributions were produced under a calibration; fit on uncalibrated runs")
     fitted_for: dict[str, Any] | None = engines[0] if engines else None
     if pending or fitted_for is None:
-        if getattr(args, "calibration", None) not in (None, "shipped", "none"):
-            return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
-        args.calibration = "none"  # fit on the raw distributions, never on the shipped calibration's
+        args.calibration = NONE  # fit on the raw distributions, never on the shipped calibration's
         try:
             judge = load_judge(args)
         except LogitJudgeError as exc:

@@ -64,7 +64,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--calibration",
         default="shipped",
         metavar="shipped|none|FILE",
-        help="shipped (default: the calibration shipped for this model, prompt, dtype and strategy, if any), "
+        help="shipped (default: the calibration shipped for this model, prompt version and dtype, if any), "
         "none, or a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
     )
     p.add_argument(

@@ -30,15 +30,16 @@ kept, since it does lower NLL on data like the fitting data, and reported as suc
 ``logitjudge calibrate``, which also checks the held-out part and an imbalanced slice.
 
 A calibration file records what it was fitted for
-(model fingerprint, prompt version, dtype, strategy) and :meth:`Calibration.check` refuses any
-other engine with :class:`~logitjudge.errors.CalibrationMismatchError`.
+(model fingerprint, prompt version, dtype; the strategy too, not matched: :data:`FITTED_FOR_KEYS`)
+and :meth:`Calibration.check` refuses any other engine with
+:class:`~logitjudge.errors.CalibrationMismatchError`.
 
 **Shipped calibrations** (``logitjudge/calibrations/*.json``, :func:`shipped_for`) are applied by
 default (``Judge.load(calibration="shipped")``, ``--calibration shipped``) to the engine they
-were fitted for, and to no other: any other model, prompt version, dtype or strategy runs
-uncalibrated. ``describe()`` names the one applied (``calibration``: its digest,
-``calibration_origin``: ``shipped:<file>`` or a path), and so does ``GET /v1/models``.
-``--calibration none`` turns it off.
+were fitted for, and to no other: any other model, prompt version or dtype runs uncalibrated.
+``describe()`` names the one applied (``calibration``: its digest, ``calibration_origin``:
+``shipped:<file>`` or a path), and so does ``GET /v1/models``. ``--calibration none`` turns it
+off.
 
 **Evaluator scalings** (``Calibration.evaluators``, the file's optional ``"evaluators"``): the
 same two-option scaling applied to the yes/no *score* of a ``probability`` evaluator (by name),
@@ -94,7 +95,7 @@ __all__ = [
     "SHIPPED",
     "SHIPPED_DIR",
     "shipped_for",
-    "resolve",
+    "NONE",
     "evaluator_key",
 ]
 
@@ -372,11 +373,7 @@ class Calibration:
         Raises:
             CalibrationMismatchError: a :data:`FITTED_FOR_KEYS` value differs (all named).
         """
-        mismatch = {
-            k: (self.fitted_for.get(k), describe.get(k))
-            for k in FITTED_FOR_KEYS
-            if self.fitted_for.get(k) != describe.get(k)
-        }
+        mismatch = self._mismatch(describe)
         if mismatch:
             said = "; ".join(f"{k}: fitted for {a!r}, engine has {b!r}" for k, (a, b) in mismatch.items())
             raise CalibrationMismatchError(
@@ -488,9 +485,17 @@ class Calibration:
         """The scaling of evaluator ``name`` at ``version`` (:func:`evaluator_key`), else None."""
         return self.evaluators.get(evaluator_key(name, version))
 
+    def _mismatch(self, describe: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """``{key: (fitted for, engine has)}`` for every :data:`FITTED_FOR_KEYS` value that differs."""
+        return {
+            k: (self.fitted_for.get(k), describe.get(k))
+            for k in FITTED_FOR_KEYS
+            if self.fitted_for.get(k) != describe.get(k)
+        }
+
     def matches(self, describe: Mapping[str, Any]) -> bool:
         """True when every :data:`FITTED_FOR_KEYS` value equals the engine's (:meth:`check` passes)."""
-        return all(self.fitted_for.get(k) == describe.get(k) for k in FITTED_FOR_KEYS)
+        return not self._mismatch(describe)
 
 
 def evaluator_key(name: str, version: str) -> str:
@@ -516,8 +521,8 @@ def shipped_for(describe: Mapping[str, Any], directory: str | Path | None = None
     :data:`FITTED_FOR_KEYS` key (model fingerprint, prompt version, dtype): another dtype (a
     GPU's default bf16 against a file fitted in fp32 on CPU), prompt version or backend (vLLM
     fingerprints its files, not the loaded module) gets no calibration rather than one fitted
-    elsewhere. Files are
-    tried in name order; the first match wins. Its ``origin`` is ``shipped:<file name>``.
+    elsewhere. Files are tried in name order; the first match wins. Its ``origin`` is
+    ``shipped:<file name>``.
     ``directory`` defaults to :data:`SHIPPED_DIR`.
 
     Raises:
@@ -529,22 +534,3 @@ def shipped_for(describe: Mapping[str, Any], directory: str | Path | None = None
         if cal.matches(describe):
             return Calibration(cal.fitted_for, cal.scalings, cal.meta, cal.evaluators, origin=f"{SHIPPED}:{path.name}")
     return None
-
-
-def resolve(setting: str | Path | None, describe: Mapping[str, Any]) -> Calibration | None:
-    """The calibration a ``calibration`` setting names for this engine.
-
-    Args:
-        setting: :data:`SHIPPED` (the shipped one fitted for this engine, else none),
-            :data:`NONE` or ``None`` (none), or the path of a calibration file.
-        describe: the engine's ``describe()``.
-
-    Raises:
-        CalibrationMismatchError: the file cannot be read or is not a calibration (a path's
-            fit is checked by ``Engine.set_calibration``).
-    """
-    if setting is None or setting == NONE:
-        return None
-    if setting == SHIPPED:
-        return shipped_for(describe)
-    return Calibration.load(setting)

@@ -244,7 +244,7 @@ class Engine:
 
         Raises:
             CalibrationMismatchError: it was fitted for another fingerprint, prompt version,
-                dtype or strategy.
+                or dtype (the strategy is recorded, not matched).
         """
         if calibration is not None:
             calibration.check(self.describe())

@@ -241,9 +241,11 @@ def fit_evaluators(
             continue
         fitted[name] = scaling
         h = _as_fit(held_by.get(name, []))
-        if h and nll_of(h, scaling) > nll_of(h) - MIN_NLL_GAIN:
-            refused[key] = f"held-out NLL {nll_of(h):.4f} -> {nll_of(h, scaling):.4f} on {len(h)} samples: not lower"
-            continue
+        if h:
+            before, after = nll_of(h), nll_of(h, scaling)
+            if after > before - MIN_NLL_GAIN:
+                refused[key] = f"held-out NLL {before:.4f} -> {after:.4f} on {len(h)} samples: not lower"
+                continue
         kept[name] = scaling
     return fitted, kept, records, refused
 

@@ -233,8 +233,9 @@ def finish_plan(
                     continue
                 baseline = [base_id[i] for i in ids]
             try:
-                key = evaluator_key(defn.name, defn.version)
-                scaling = (scalings or {}).get(key) if defn.scoring == "probability" else None
+                scaling = None
+                if defn.scoring == "probability":  # the only scoring with a score scaling
+                    scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
                 scored = score_answers(defn, own, thresholds.get(defn.name), baseline, scaling)
             except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
                 results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")

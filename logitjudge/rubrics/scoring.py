@@ -36,10 +36,10 @@ from logitjudge.convert import answer_to_wire
 from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness, noul_distribution
 from logitjudge.engine.types import Answer, Question
+from logitjudge.rubrics.definitions import EvaluatorDef
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
-from logitjudge.rubrics.definitions import EvaluatorDef
 
 __all__ = [
     "Answered",

@@ -16,7 +16,6 @@ from logitjudge.engine.calibration import (
     SHIPPED_DIR,
     Calibration,
     Scaling,
-    resolve,
     shipped_for,
 )
 from logitjudge.judge import Judge
@@ -49,17 +48,13 @@ def test_shipped_for_needs_every_key_to_match(make_tiny, tmp_path):
     assert shipped_for(described, tmp_path / "missing") is None
 
 
-def test_resolve_each_setting(make_tiny, tmp_path, monkeypatch):
-    engine = make_tiny("llama")
-    described = engine.describe()
-    path = tmp_path / "mine.json"
-    Calibration(_fitted_for(described), {"noul:2": Scaling(2.0)}).save(path)
-    assert resolve(None, described) is None and resolve("none", described) is None
-    assert resolve(str(path), described).origin == str(path)  # type: ignore[union-attr]
+def test_shipped_for_reads_the_package_directory_by_default(make_tiny, tmp_path, monkeypatch):
+    described = make_tiny("llama").describe()
     monkeypatch.setattr(calibration_mod, "SHIPPED_DIR", tmp_path / "empty")
-    assert resolve("shipped", described) is None
+    assert shipped_for(described) is None
+    Calibration(_fitted_for(described), {"noul:2": Scaling(2.0)}).save(tmp_path / "mine.json")
     monkeypatch.setattr(calibration_mod, "SHIPPED_DIR", tmp_path)
-    assert resolve("shipped", described).origin == "shipped:mine.json"  # type: ignore[union-attr]
+    assert shipped_for(described).origin == "shipped:mine.json"  # type: ignore[union-attr]
 
 
 def test_judge_load_applies_the_shipped_calibration_by_default_and_says_so(default_judge, tmp_path, monkeypatch):
@@ -83,6 +78,9 @@ def test_judge_load_applies_the_shipped_calibration_by_default_and_says_so(defau
     assert f"prompt {described['prompt_version']}" in said
     raw_said = TestClient(create_app(raw)).get("/v1/models").json()["models"][-1]["description"]
     assert "uncalibrated" in raw_said
+    named = Judge.load(described["source"], self_check=False, calibration=str(tmp_path / "suite-model.json"))
+    assert named.describe()["calibration_origin"] == str(tmp_path / "suite-model.json")
+    assert named.describe()["calibration"] == cal.digest
     # another prompt version is another engine: the file is not applied
     other = Judge.load(described["source"], self_check=False, prompt_version="lj-prompt-2")
     assert other.describe()["calibration"] is None
