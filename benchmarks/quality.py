@@ -61,6 +61,7 @@ from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, roc_auc_
 from logitjudge.rubrics.aggregate import expected_calibration_error, gold_of, summarize
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.items import text_lengths
+from logitjudge.rubrics.registry import Registry, default_registry
 from logitjudge.rubrics.samples import (
     auroc,
     bootstrap_interval,
@@ -75,6 +76,7 @@ from logitjudge.rubrics.samples import (
 RESULTS = Path(__file__).parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WITHOUT_CONTRAST = "without_contrast"
+WEAKEST_CLAIM = "weakest_claim"
 """Group suffix of an evaluator with contrast scored by P(yes) with context alone (same run)."""
 SMALL_N = 20
 """Figures on fewer items than this are marked with a dagger."""
@@ -361,6 +363,10 @@ def group_metrics(
                 p = float(res["x_p_yes_with_context"])
                 plain = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
                 groups[f"{name}:{WITHOUT_CONTRAST}"].append({**rec, "results": {name: plain}})
+            if res.get("x_min_score") is not None:  # per-claim: the weakest claim as the item's score
+                p = float(res["x_min_score"])
+                weakest = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
+                groups[f"{name}:{WEAKEST_CLAIM}"].append({**rec, "results": {name: weakest}})
     out = []
     for key, rows in groups.items():
         name = key.split(":")[0]
@@ -416,13 +422,13 @@ def group_metrics(
 
 
 def run_set(
-    judge: Any, path: Path, limit: int | None, batch_size: int, seed: int = 0
+    judge: Any, path: Path, limit: int | None, batch_size: int, seed: int = 0, registry: Registry | None = None
 ) -> tuple[list[dict[str, Any]], float]:
     """Evaluate one set; returns the result rows (as ``logitjudge evaluate`` writes them) and seconds."""
     data = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = select_rows(data, limit, seed)
     t0 = time.perf_counter()
-    run = evaluate(judge, rows, "auto", batch_size=batch_size)
+    run = evaluate(judge, rows, "auto", batch_size=batch_size, registry=registry)
     elapsed = time.perf_counter() - t0
     records = []
     for raw, res in zip(rows, run.results, strict=True):
@@ -649,6 +655,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--prompt-version", default=None, help="prompt template (lj-prompt-1.1 default, lj-prompt-2 the lean one)"
     )
+    ap.add_argument(
+        "--variants",
+        default=None,
+        metavar="JSON",
+        help="a JSON list of evaluator definitions replacing the catalogue's of the same name "
+        "(a wording or method to measure; e.g. benchmarks/variants/faithfulness-claims.json)",
+    )
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: every set)")
     ap.add_argument("--tag", default=None, help="suffix of the output file names")
     ap.add_argument("--batch-size", type=int, default=4)
@@ -672,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from logitjudge.judge import Judge
 
+    registry = default_registry().with_variants(args.variants) if args.variants else None
     judge = Judge.load(
         args.model,
         device=args.device,
@@ -711,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             "calibration": args.calibration,
             "prompt_version": args.prompt_version,
             "batch_size": args.batch_size,
+            "variants": None if registry is None else json.loads(Path(args.variants).read_text()),
             "sets": [p.parent.name for p in paths],
         },
         "environment": {
@@ -730,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for path in paths:
         name = path.parent.name
-        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed)
+        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed, registry)
         record["sets"][name] = {
             "n_items": len(records),
             "elapsed_s": round(elapsed, 2),

@@ -165,6 +165,11 @@ class EvaluatorResult(_Out):
         default=None,
         description="chunk_relevance: mean p(relevant), a tie-free ranking value beside the hard precision.",
     )
+    x_min_score: float | None = Field(
+        default=None,
+        description="Per-claim evaluators (faithfulness_claims): the lowest claim score, the weakest "
+        "sentence of the output (the score is their mean).",
+    )
     x_p_yes_without_context: float | None = Field(
         default=None,
         description="Evaluators with contrast 'context' (faithfulness): P(yes) of the same question over "

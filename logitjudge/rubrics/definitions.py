@@ -12,6 +12,9 @@ each generated question. References stay in the question text as written: the st
 fields of the same names, so the model reads "`context[2]`" next to a state with a ``context``
 array.
 
+Per-claim evaluators quote each claim (sentence) of `` `output` `` in their question with
+``{claim}`` (the sentence as a JSON string), since a sentence is not a field of the state.
+
 Adding an evaluator: add an entry to ``catalogue.json`` (or load your own file with
 :func:`logitjudge.rubrics.registry.Registry.from_file`); no engine or server change is needed.
 """
@@ -95,6 +98,9 @@ class EvaluatorDef(_Strict):
         question_type: the System One type of each generated question; ``"typed"`` means the
             item brings its own question (``typed_question``).
         per_chunk: one question per chunk of ``context`` (``context[i]`` in the template).
+        per_claim: one question per claim of ``output``: its sentences, split by
+            :func:`logitjudge.rubrics.questions.claims_of` (``{claim}`` in the template quotes
+            it; the RAGAS faithfulness protocol without the generated statements).
         template: the question's instructions, with `` `field` `` references.
         criteria: noul only: descriptions of the yes/no outcomes.
         options: choice only: the options, in order.
@@ -103,13 +109,14 @@ class EvaluatorDef(_Strict):
             ``probability`` (one noul: score = p(yes)), ``rubric`` (one score question: score =
             E[level]/(L-1)), ``chunk_precision`` (noul per chunk: relevant/N),
             ``chunk_support`` (choice per chunk: max(0, (S-C)/N), any contradiction fails),
+            ``claim_share`` (noul per claim: the mean P(supported) of the N claims),
             ``typed_question`` (the item's own question, answered as asked).
         threshold: default pass threshold on the 0..1 score (overridable per request).
-        contrast: ``"context"`` (``probability`` scoring, ``context`` required): the question is
-            asked twice, over the state and over the state without ``context``, and the score is
-            how much the context raises P(yes) (:func:`logitjudge.rubrics.scoring.contrast_probability`;
-            the content-free baseline of Zhao et al. 2021, "Calibrate Before Use", applied to
-            the evidence). ``None``: the score is P(yes).
+        contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
+            required): each question is asked twice, over the state and over the state without
+            ``context``, and the score is how much the context raises P(yes)
+            (:func:`logitjudge.rubrics.scoring.contrast_probability`; the content-free baseline of
+            Zhao et al. 2021, "Calibrate Before Use", applied to the evidence). ``None``: the score is P(yes).
     """
 
     name: Name
@@ -120,11 +127,12 @@ class EvaluatorDef(_Strict):
     optional: tuple[FieldName, ...] = ()
     question_type: Literal["noul", "choice", "score", "typed"]
     per_chunk: bool = False
+    per_claim: bool = False
     template: str | None = None
     criteria: NoulCriteriaDef | None = None
     options: tuple[OptionDef, ...] | None = None
     levels: tuple[str, ...] | None = None
-    scoring: Literal["probability", "rubric", "chunk_precision", "chunk_support", "typed_question"]
+    scoring: Literal["probability", "rubric", "chunk_precision", "chunk_support", "claim_share", "typed_question"]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
     contrast: Literal["context"] | None = None
 
@@ -153,24 +161,33 @@ class EvaluatorDef(_Strict):
                 raise ValueError(f"{self.name}: options must be 2..255 distinct names")
         if self.levels is not None and not 2 <= len(self.levels) <= 10:
             raise ValueError(f"{self.name}: levels must number 2..10")
-        compatible = {
-            "probability": ("noul", False),
-            "rubric": ("score", False),
-            "chunk_precision": ("noul", True),
-            "chunk_support": ("choice", True),
-            "typed_question": ("typed", False),
+        compatible = {  # question type, per_chunk, per_claim
+            "probability": ("noul", False, False),
+            "rubric": ("score", False, False),
+            "chunk_precision": ("noul", True, False),
+            "chunk_support": ("choice", True, False),
+            "claim_share": ("noul", False, True),
+            "typed_question": ("typed", False, False),
         }[self.scoring]
-        if (self.question_type, self.per_chunk) != compatible:
+        if (self.question_type, self.per_chunk, self.per_claim) != compatible:
             raise ValueError(
                 f"{self.name}: scoring {self.scoring!r} needs question_type {compatible[0]!r} "
-                f"with per_chunk={compatible[1]}"
+                f"with per_chunk={compatible[1]} and per_claim={compatible[2]}"
             )
         if self.scoring == "chunk_support":
             option_names = {o.name for o in self.options or ()}
             if not {"supports", "contradicts"} <= option_names:
                 raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
-        if self.contrast is not None and (self.scoring != "probability" or "context" not in self.required):
-            raise ValueError(f"{self.name}: contrast 'context' needs scoring 'probability' and a required `context`")
+        if self.contrast is not None and (
+            self.scoring not in ("probability", "claim_share") or "context" not in self.required
+        ):
+            raise ValueError(
+                f"{self.name}: contrast 'context' needs scoring 'probability' or 'claim_share' and a required `context`"
+            )
+        if self.per_claim and ("output" not in self.required or "{claim}" not in (self.template or "")):
+            raise ValueError(f"{self.name}: a per-claim evaluator must require `output` and quote `{{claim}}`")
+        if not self.per_claim and "{claim}" in " ".join(self._texts()):
+            raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators")
         if self.per_chunk and "context" not in self.required:
             raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
         if self.question_type == "typed":

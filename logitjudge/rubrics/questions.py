@@ -1,7 +1,8 @@
 """Evaluator -> typed System One questions over the item's state (spec B.2).
 
 Each evaluator becomes one :class:`~logitjudge.engine.types.Question`, or one per chunk, under a
-namespaced id: ``"faithfulness"`` for a single question, ``"chunk_relevance.3"`` for chunk 3.
+namespaced id: ``"faithfulness"`` for a single question, ``"chunk_relevance.3"`` for chunk 3,
+``"faithfulness_claims.1"`` for the second claim of a per-claim evaluator.
 Ids never reach the model (the engine request carries the questions alone, in order); they only
 route answers back to their evaluator. The questions are what ``POST /v1/systemone`` would give
 the engine for the same body (:mod:`logitjudge.convert`): a noul's options ``(true, false)``, a
@@ -11,13 +12,18 @@ are applied when the item is sent (:func:`logitjudge.convert.with_rotations`).
 
 from __future__ import annotations
 
+import json
+from functools import cache
+
+import pysbd
+
 from logitjudge.contract.evaluate import Item
 from logitjudge.convert import question_to_engine
 from logitjudge.engine.types import Option, Question
 from logitjudge.rubrics.definitions import EvaluatorDef
 from logitjudge.rubrics.items import parse_typed_question
 
-__all__ = ["question_ids", "build_questions", "chunk_text"]
+__all__ = ["question_ids", "build_questions", "chunk_text", "claims_of", "split_sentences"]
 
 
 def chunk_text(template: str, index: int) -> str:
@@ -25,10 +31,36 @@ def chunk_text(template: str, index: int) -> str:
     return template.replace("`context[i]`", f"`context[{index}]`")
 
 
-def question_ids(defn: EvaluatorDef, n_chunks: int) -> list[str]:
-    """The namespaced ids of ``defn``'s questions: ``[name]`` or ``[name.0, .., name.N-1]``."""
+@cache
+def _segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``, stripped, blanks dropped (``[]`` for blank text).
+
+    Rule-based and deterministic: pySBD (Sadvilkar & Neumann 2020, "PySBD: Pragmatic Sentence
+    Boundary Disambiguation"; the splitter RAGAS uses), English rules, text not cleaned.
+    """
+    return [s.strip() for s in _segmenter().segment(text) if s.strip()]
+
+
+def claims_of(item: Item) -> list[str]:
+    """The claims a per-claim evaluator asks about: the sentences of ``output``
+    (:func:`split_sentences`); a structured (JSON) output is one claim, as compact JSON."""
+    output = item.output
+    if isinstance(output, str):
+        return split_sentences(output) or [output.strip()]
+    return [json.dumps(output, ensure_ascii=False, separators=(",", ":"))]
+
+
+def question_ids(defn: EvaluatorDef, n_chunks: int, n_claims: int = 0) -> list[str]:
+    """The namespaced ids of ``defn``'s questions: ``[name]``, or ``[name.0, .., name.N-1]``
+    for the N chunks (per-chunk) or the N claims (per-claim)."""
     if defn.per_chunk:
         return [f"{defn.name}.{i}" for i in range(n_chunks)]
+    if defn.per_claim:
+        return [f"{defn.name}.{i}" for i in range(n_claims)]
     return [defn.name]
 
 
@@ -57,4 +89,11 @@ def build_questions(
     if defn.per_chunk:
         ids = question_ids(defn, len(item.chunks()))
         return {qid: _one(defn, chunk_text(template, i)) for i, qid in enumerate(ids)}
+    if defn.per_claim:
+        claims = claims_of(item)
+        ids = question_ids(defn, 0, len(claims))
+        return {
+            qid: _one(defn, template.replace("{claim}", json.dumps(claim, ensure_ascii=False)))
+            for qid, claim in zip(ids, claims, strict=True)
+        }
     return {defn.name: _one(defn, template)}

@@ -72,6 +72,25 @@ class Registry:
         """
         return cls(Catalogue.model_validate(json.loads(Path(path).read_text(encoding="utf-8"))))
 
+    def with_variants(self, path: str | Path) -> Registry:
+        """This registry with the evaluators of a variants file replacing those of the same name
+        (a JSON list of evaluator definitions; each must bump ``version``), for measuring a
+        wording or method against the catalogue's (``benchmarks/quality.py --variants``).
+
+        Raises:
+            pydantic.ValidationError: a definition breaks a rule.
+            ValueError: a name the catalogue lacks, or a variant with the catalogue's version.
+        """
+        variants = [EvaluatorDef.model_validate(d) for d in json.loads(Path(path).read_text(encoding="utf-8"))]
+        for v in variants:
+            if v.name not in self.evaluators:
+                raise ValueError(f"{path}: variant {v.name!r} replaces no evaluator of the catalogue")
+            if v.version == self.evaluators[v.name].version:
+                raise ValueError(f"{path}: variant {v.name!r} keeps version {v.version}; bump it")
+        by_name = {v.name: v for v in variants}
+        evaluators = tuple(by_name.get(e.name, e) for e in self.catalogue.evaluators)
+        return Registry(self.catalogue.model_copy(update={"evaluators": evaluators}))
+
     def names(self) -> list[str]:
         """Evaluator names, then suite names, in catalogue order."""
         return [*self.evaluators, *self.suites]

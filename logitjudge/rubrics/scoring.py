@@ -14,6 +14,8 @@ probability    p(yes)                       "nn% yes"              p >= threshol
 rubric         E[level] / (L-1)             "x.x / L-1"            score >= threshold
 chunk_precision relevant / N (p_i >= 0.5)   "k/N relevant"         score >= threshold
 chunk_support  max(0, (S - C) / N)          "S supports, C ..."    no contradiction, score >= threshold
+claim_share    mean p_i over N claims       "k/N claims supported" score >= threshold
+ + contrast    mean of the contrasts        as above               as above
 typed_question noul p; score E/(L-1);       as the answer          null (no pass rule)
                choice null
 ============== ============================ ====================== ==========================
@@ -51,6 +53,7 @@ __all__ = [
     "score_rubric",
     "score_chunk_precision",
     "score_chunk_support",
+    "score_claim_share",
     "score_typed_question",
     "skipped",
     "errored",
@@ -287,6 +290,49 @@ def score_chunk_support(defn: EvaluatorDef, answers: Sequence[Answered], thresho
     )
 
 
+def score_claim_share(
+    defn: EvaluatorDef, answers: Sequence[Answered], threshold: float, baseline: Sequence[Answered] | None = None
+) -> EvaluatorResult:
+    """One noul per claim of the output: score = the mean P(supported) of the N claims.
+
+    The expected share of supported claims (RAGAS faithfulness, Es et al. 2024, "RAGAS:
+    Automated Evaluation of Retrieval Augmented Generation", with the model's P(yes) in place
+    of a generated verdict per statement); a claim counts as supported in the label when
+    p_i >= 0.5. With ``baseline`` (``contrast: "context"``), p_i is the
+    :func:`contrast_probability` of claim i with and without the context, and
+    ``x_p_yes_with_context`` / ``x_p_yes_without_context`` are the mean P(yes) of the claims
+    over each state. ``details``: one per claim, in sentence order (``index`` = the claim's;
+    ``score`` = p_i, ``probability`` = its P(yes) with the context); ``x_min_score`` = the
+    weakest claim's p_i (a detector of the one unsupported claim).
+    """
+    with_context = [a.p_yes() for a in answers]
+    ps, without = with_context, None
+    if baseline is not None:
+        without = [b.p_yes() for b in baseline]
+        ps = [contrast_probability(p, p0) for p, p0 in zip(with_context, without, strict=True)]
+    details = [
+        ChunkDetail(
+            index=i, label=percent_label(p), score=p, probability=q, confidence=decisiveness(p), passed=p >= 0.5
+        )
+        for i, (p, q) in enumerate(zip(ps, with_context, strict=True))
+    ]
+    n = len(details)
+    score = sum(ps) / n
+    supported = sum(d.passed for d in details)
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=score,
+        label=f"{supported}/{n} claims supported",
+        confidence=sum(d.confidence for d in details) / n,
+        probabilities=_yes_no(score),
+        passed=score >= threshold,
+        details=details,
+        x_min_score=min(ps),
+        x_p_yes_with_context=None if without is None else sum(with_context) / n,
+        x_p_yes_without_context=None if without is None else sum(without) / n,
+    )
+
+
 def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
     """The item's own question, reported as answered; ``answer`` holds the System One answer
     (the wire answer ``POST /v1/systemone`` gives, :func:`logitjudge.convert.answer_to_wire`).
@@ -324,6 +370,7 @@ _SCORERS = {
     "rubric": score_rubric,
     "chunk_precision": score_chunk_precision,
     "chunk_support": score_chunk_support,
+    "claim_share": score_claim_share,
     "typed_question": score_typed_question,
 }
 
@@ -348,4 +395,6 @@ def score_answers(
         raise ValueError(f"{defn.name}: a score scaling applies to probability scoring, not {defn.scoring!r}")
     if defn.scoring == "probability":
         return score_probability(defn, answers, limit, baseline, scaling)
+    if defn.scoring == "claim_share":
+        return score_claim_share(defn, answers, limit, baseline)
     return _SCORERS[defn.scoring](defn, answers, limit)
