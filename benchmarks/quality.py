@@ -76,8 +76,11 @@ from logitjudge.rubrics.samples import (
 RESULTS = Path(__file__).parent / "results"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 WITHOUT_CONTRAST = "without_contrast"
-WEAKEST_CLAIM = "weakest_claim"
 """Group suffix of an evaluator with contrast scored by P(yes) with context alone (same run)."""
+WEAKEST_CLAIM = "weakest_claim"
+"""Group suffix of a per-claim evaluator scored by its weakest claim (``x_min_score``, same run)."""
+RESCORED = {WITHOUT_CONTRAST: "x_p_yes_with_context", WEAKEST_CLAIM: "x_min_score"}
+"""Group suffix -> the result field that rescores the same run under it."""
 SMALL_N = 20
 """Figures on fewer items than this are marked with a dagger."""
 
@@ -359,14 +362,11 @@ def group_metrics(
     for rec in records:
         for name, res in rec.get("results", {}).items():
             groups[_group_key(rec, name)].append({**rec, "results": {name: res}})
-            if res.get("x_p_yes_with_context") is not None:  # the same run, scored by P(yes) alone
-                p = float(res["x_p_yes_with_context"])
-                plain = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
-                groups[f"{name}:{WITHOUT_CONTRAST}"].append({**rec, "results": {name: plain}})
-            if res.get("x_min_score") is not None:  # per-claim: the weakest claim as the item's score
-                p = float(res["x_min_score"])
-                weakest = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
-                groups[f"{name}:{WEAKEST_CLAIM}"].append({**rec, "results": {name: weakest}})
+            for suffix, field in RESCORED.items():  # the same run, scored another way
+                if res.get(field) is not None:
+                    p = float(res[field])
+                    rescored = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
+                    groups[f"{name}:{suffix}"].append({**rec, "results": {name: rescored}})
     out = []
     for key, rows in groups.items():
         name = key.split(":")[0]

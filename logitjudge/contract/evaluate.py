@@ -167,7 +167,7 @@ class EvaluatorResult(_Out):
     )
     x_min_score: float | None = Field(
         default=None,
-        description="Per-claim evaluators (faithfulness_claims): the lowest claim score, the weakest "
+        description="Per-claim evaluators (claim_share scoring): the lowest claim score, the weakest "
         "sentence of the output (the score is their mean).",
     )
     x_p_yes_without_context: float | None = Field(

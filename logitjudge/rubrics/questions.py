@@ -2,7 +2,7 @@
 
 Each evaluator becomes one :class:`~logitjudge.engine.types.Question`, or one per chunk, under a
 namespaced id: ``"faithfulness"`` for a single question, ``"chunk_relevance.3"`` for chunk 3,
-``"faithfulness_claims.1"`` for the second claim of a per-claim evaluator.
+``"<name>.1"`` for the second claim of a per-claim evaluator.
 Ids never reach the model (the engine request carries the questions alone, in order); they only
 route answers back to their evaluator. The questions are what ``POST /v1/systemone`` would give
 the engine for the same body (:mod:`logitjudge.convert`): a noul's options ``(true, false)``, a

@@ -223,24 +223,25 @@ def score_rubric(defn: EvaluatorDef, answers: Sequence[Answered], threshold: flo
     return EvaluatorResult(**_base(defn, threshold), **fields, passed=fields["score"] >= threshold)
 
 
+def _yes_no_detail(index: int, p: float, probability: float | None = None) -> ChunkDetail:
+    """One chunk's or claim's row: score ``p``, passed when p >= 0.5; ``probability`` defaults
+    to ``p`` (a contrast row gives its P(yes) with the context there)."""
+    return ChunkDetail(
+        index=index,
+        label=percent_label(p),
+        score=p,
+        probability=p if probability is None else probability,
+        confidence=decisiveness(p),
+        passed=p >= 0.5,
+    )
+
+
 def score_chunk_precision(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
     """One noul per chunk: chunk i relevant when p_i >= 0.5; score = relevant / N (hard count).
 
     ``x_soft_score`` = mean p_i, for ranking without ties (the soft precision of spec C.13).
     """
-    details = []
-    for i, answer in enumerate(answers):
-        p = answer.p_yes()
-        details.append(
-            ChunkDetail(
-                index=i,
-                label=percent_label(p),
-                score=p,
-                probability=p,
-                confidence=decisiveness(p),
-                passed=p >= 0.5,
-            )
-        )
+    details = [_yes_no_detail(i, answer.p_yes()) for i, answer in enumerate(answers)]
     n = len(details)
     relevant = sum(d.passed for d in details)
     score = relevant / n
@@ -310,12 +311,7 @@ def score_claim_share(
     if baseline is not None:
         without = [b.p_yes() for b in baseline]
         ps = [contrast_probability(p, p0) for p, p0 in zip(with_context, without, strict=True)]
-    details = [
-        ChunkDetail(
-            index=i, label=percent_label(p), score=p, probability=q, confidence=decisiveness(p), passed=p >= 0.5
-        )
-        for i, (p, q) in enumerate(zip(ps, with_context, strict=True))
-    ]
+    details = [_yes_no_detail(i, p, q) for i, (p, q) in enumerate(zip(ps, with_context, strict=True))]
     n = len(details)
     score = sum(ps) / n
     supported = sum(d.passed for d in details)
