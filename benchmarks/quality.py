@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, roc_auc_score
 
-from logitjudge.rubrics.aggregate import expected_calibration_error, gold_of, summarize
+from logitjudge.rubrics.aggregate import ece_noise_floor, expected_calibration_error, gold_of, summarize
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.registry import Registry, default_registry
@@ -71,6 +71,7 @@ from logitjudge.rubrics.samples import (
     sample_arrays,
     samples_from_rows,
     stratified_sample,
+    stratum_of,
 )
 
 RESULTS = Path(__file__).parent / "results"
@@ -92,8 +93,16 @@ REFERENCES: dict[tuple[str, str], tuple[float, str]] = {
 """Published figures to show beside ours: (set, evaluator) -> (value, source)."""
 
 
-def select_rows(rows: Sequence[dict[str, Any]], limit: int | None, seed: int = 0) -> list[dict[str, Any]]:
-    """``limit`` rows, stratified and seeded (see the module docstring); all when None."""
+def select_rows(
+    rows: Sequence[dict[str, Any]], limit: int | None, seed: int = 0, types: frozenset[str] | None = None
+) -> list[dict[str, Any]]:
+    """``limit`` rows, stratified and seeded (see the module docstring); all when None.
+
+    ``types`` keeps only rows whose question type (or evaluator) is in it, before sampling, so a
+    figure on one type (jevbench's 70 choice rows) is not limited to that type's share of a sample.
+    """
+    if types is not None:
+        rows = [r for r in rows if stratum_of(r)[0] in types]
     return [dict(r) for r in stratified_sample(rows, limit, seed=seed)]
 
 
@@ -198,6 +207,12 @@ class _Figures:
             **extra,
         }
 
+    def add_floor(self, scores: np.ndarray, n: int) -> None:
+        """``ece_floor``: the ECE of a perfectly calibrated predictor with these scores at this n
+        (:func:`~logitjudge.rubrics.aggregate.ece_noise_floor`; no interval)."""
+        self.out["ece_floor"] = {"name": "ece_floor", "value": ece_noise_floor(scores), "n": n}
+        self.out["ece_floor"].update(lo=None, hi=None, resamples=0)
+
 
 def _mean(x: np.ndarray) -> Callable[[np.ndarray], float | None]:
     return lambda idx: float(x[idx].mean()) if len(idx) else None
@@ -257,6 +272,7 @@ def _binary_figures(u: dict[str, np.ndarray], resamples: int, seed: int) -> dict
         lambda i: expected_calibration_error(p[i].tolist(), gold[i].tolist()),
         n,
     )
+    figs.add_floor(p, n)
     return figs.out
 
 
@@ -290,6 +306,7 @@ def _distribution_figures(figs: _Figures, samples: Sequence[Any], n: int, *, top
         lambda i: expected_calibration_error(score[i].tolist(), truth[i].tolist()),
         n,
     )
+    figs.add_floor(score, n)
 
 
 def _chunk_figures(name: str, rows: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
@@ -421,12 +438,21 @@ def group_metrics(
 # -- running -----------------------------------------------------------------------------------
 
 
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def run_set(
-    judge: Any, path: Path, limit: int | None, batch_size: int, seed: int = 0, registry: Registry | None = None
+    judge: Any,
+    path: Path,
+    limit: int | None,
+    batch_size: int,
+    seed: int = 0,
+    registry: Registry | None = None,
+    types: frozenset[str] | None = None,
 ) -> tuple[list[dict[str, Any]], float]:
     """Evaluate one set; returns the result rows (as ``logitjudge evaluate`` writes them) and seconds."""
-    data = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = select_rows(data, limit, seed)
+    rows = select_rows(_read_rows(path), limit, seed, types)
     t0 = time.perf_counter()
     run = evaluate(judge, rows, "auto", batch_size=batch_size, registry=registry)
     elapsed = time.perf_counter() - t0
@@ -488,7 +514,9 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
         "the length baseline on the same items and resamples (> 0 with the interval above 0: beats "
         "it). Accuracy: passed vs gold at the evaluator's threshold (typed yes/no: P(yes) ≥ 0.5). "
         "Best-threshold accuracy: at the threshold best on these same items (optimistic). "
-        "Brier, ECE (10 equal-width bins): of P(pass).",
+        "Brier, ECE (10 equal-width bins): of P(pass). ECE floor: the ECE a perfectly calibrated "
+        "predictor with the same scores shows on average at this n (labels drawn from its own "
+        "probabilities; Roelofs et al. 2022): an ECE near it is as low as n items can show.",
         [
             ("AUROC", "auroc", False),
             ("length baseline AUROC", "length_baseline_auroc", True),
@@ -497,6 +525,7 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
             ("best-threshold accuracy", "best_threshold_accuracy", False),
             ("Brier", "brier", False),
             ("ECE", "ece", False),
+            ("ECE floor", "ece_floor", False),
         ],
     ),
     (
@@ -504,7 +533,8 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
         "Three-way chunk support (supports / contradicts / unrelated), per chunk",
         "Accuracy: the chunk label equals gold. Macro-F1 over the three labels. Majority baseline: "
         "accuracy of always answering the most frequent gold label. NLL of the gold label, "
-        "multi-class Brier (Σₖ (pₖ − yₖ)²) and top-label ECE of the 3-way distribution.",
+        "multi-class Brier (Σₖ (pₖ − yₖ)²) and top-label ECE of the 3-way distribution; ECE floor: "
+        "the ECE a perfectly calibrated predictor shows at this n.",
         [
             ("3-way accuracy", "chunk_accuracy", False),
             ("macro-F1", "chunk_macro_f1", False),
@@ -512,6 +542,7 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
             ("NLL", "nll", False),
             ("Brier", "brier", False),
             ("ECE", "ece", False),
+            ("ECE floor", "ece_floor", False),
         ],
     ),
     (
@@ -519,13 +550,15 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
         "Choice and score questions (typed), exact answer",
         "Accuracy: the most probable option (level) is the gold one. Chance: mean 1/k over the "
         "items. NLL of the gold option, multi-class Brier, top-label ECE. MAE: |Σᵢ i·pᵢ − gold level| "
-        "(scores only). Items whose gold is 'unknown' (jevbench) are left out.",
+        "(scores only); ECE floor: the ECE a perfectly calibrated predictor shows at this n. Items "
+        "whose gold is 'unknown' (jevbench) are left out.",
         [
             ("accuracy", "accuracy", False),
             ("chance", "chance_accuracy", False),
             ("NLL", "nll", False),
             ("Brier", "brier", False),
             ("ECE", "ece", False),
+            ("ECE floor", "ece_floor", False),
             ("MAE (levels)", "mae_level", False),
         ],
     ),
@@ -663,6 +696,12 @@ def main(argv: list[str] | None = None) -> int:
         "(a wording or method to measure; e.g. benchmarks/variants/faithfulness-claims.json)",
     )
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: every set)")
+    ap.add_argument(
+        "--types",
+        default=None,
+        help="comma-separated question types or evaluators to keep before sampling (choice, noul, score, "
+        "faithfulness, ...; default: all rows)",
+    )
     ap.add_argument("--tag", default=None, help="suffix of the output file names")
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--data", default=str(DATA), help="folder of <set>/dev.jsonl")
@@ -683,6 +722,16 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_table(record))
         return 0
 
+    wanted = set(args.sets.split(",")) if args.sets else None
+    paths = sorted(p for p in Path(args.data).glob("*/dev.jsonl") if wanted is None or p.parent.name in wanted)
+    if wanted and len(paths) != len(wanted):
+        ap.error(f"unknown sets: {sorted(wanted - {p.parent.name for p in paths})}")
+    types = frozenset(args.types.split(",")) if args.types else None
+    if types is not None:
+        paths = [p for p in paths if any(select_rows(_read_rows(p), None, types=types))]
+        if not paths:
+            ap.error(f"--types {args.types}: no rows of these types in the chosen sets")
+
     from logitjudge.judge import Judge
 
     registry = default_registry().with_variants(args.variants) if args.variants else None
@@ -695,10 +744,6 @@ def main(argv: list[str] | None = None) -> int:
         prompt_version=args.prompt_version,
     )
     engine = json.loads(json.dumps(judge.describe(), default=str))
-    wanted = set(args.sets.split(",")) if args.sets else None
-    paths = sorted(p for p in Path(args.data).glob("*/dev.jsonl") if wanted is None or p.parent.name in wanted)
-    if wanted and len(paths) != len(wanted):
-        ap.error(f"unknown sets: {sorted(wanted - {p.parent.name for p in paths})}")
     stem = f"quality-{engine['model']}" + (f"-{args.tag}" if args.tag else "")
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -727,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_size": args.batch_size,
             "variants": None if registry is None else json.loads(Path(args.variants).read_text()),
             "sets": [p.parent.name for p in paths],
+            "types": sorted(types) if types else None,
         },
         "environment": {
             "python": platform.python_version(),
@@ -745,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for path in paths:
         name = path.parent.name
-        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed, registry)
+        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed, registry, types)
         record["sets"][name] = {
             "n_items": len(records),
             "elapsed_s": round(elapsed, 2),

@@ -109,7 +109,7 @@ def print_report(report: Mapping[str, Any]) -> None:
             f"items (fitted on {report['n_fit']} of {report['groups_fit']}); 'after' = with the fitted scaling"
         )
     )
-    for col in ("group", "n", "acc", "AUROC", "NLL", "ECE", "Brier", "scaling"):
+    for col in ("group", "n", "acc", "AUROC", "NLL", "ECE", "ECE floor", "Brier", "scaling"):
         table.add_column(col, justify="left" if col in ("group", "scaling") else "right")
     for section in ("by_bucket", "by_set", "imbalanced"):
         for key, ba in report[section].items():
@@ -122,12 +122,18 @@ def print_report(report: Mapping[str, Any]) -> None:
                 f"{_f(b['auroc'])} -> {_f(a['auroc'])}",
                 f"{_f(b['nll'])} -> {_f(a['nll'])}",
                 f"{_f(b['ece'])} -> {_f(a['ece'])}",
+                _f(ba.get("ece_floor")),
                 f"{_f(b['brier'])} -> {_f(a['brier'])}",
                 status,
             )
         table.add_section()
     console = Console(file=sys.stdout, width=200)
     console.print(table)
+    print(
+        "ECE floor: the ECE a perfectly calibrated predictor with the 'after' scores shows on average at "
+        "this n (labels drawn from its own probabilities; Roelofs et al. 2022); an ECE near it is as low "
+        "as n items can show"
+    )
     for key, why in report["refused"].items():
         print(f"refused {key}: {why}")
     for key, why in report["flattening"].items():

@@ -49,6 +49,7 @@ __all__ = [
     "gold_of",
     "summarize",
     "expected_calibration_error",
+    "ece_noise_floor",
     "reliability_bins",
     "low_option_mass_metric",
     "DATASET_EVALUATORS",
@@ -156,6 +157,35 @@ def expected_calibration_error(scores: Sequence[float], truth: Sequence[bool], n
     return float(
         sum(b["n"] / n * abs(b["mean_score"] - b["frac_true"]) for b in reliability_bins(scores, truth, n_bins))
     )
+
+
+def ece_noise_floor(
+    scores: Sequence[float] | np.ndarray, n_bins: int = 10, *, draws: int = 500, seed: int = 0
+) -> float:
+    """The ECE a *perfectly calibrated* predictor with these ``scores`` shows on average at this n.
+
+    Binned ECE is biased upwards on small samples (Roelofs et al. 2022, "Mitigating Bias in
+    Calibration Error Estimation"; Kumar et al. 2019): even when every label is drawn with
+    exactly the predicted probability, the per-bin share true scatters around the mean score.
+    This draws ``draws`` label sets ``truth ~ Bernoulli(scores)`` (seeded) and averages their
+    :func:`expected_calibration_error`. A measured ECE near it is as calibrated as ``n`` items can
+    show; a target below it cannot be verified at that n.
+
+    Args:
+        scores: (n,) predicted probabilities in [0, 1] (P(option 0), or top-label confidence).
+    Returns:
+        The mean ECE over the draws, in [0, 1]; 0.0 for no scores.
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.size == 0:
+        return 0.0
+    truth = np.random.default_rng(seed).random((draws, s.size)) < s  # (draws, n)
+    idx = np.minimum((s * n_bins).astype(int), n_bins - 1)
+    total = np.zeros(draws)
+    for b in np.unique(idx):
+        mask = idx == b
+        total += mask.sum() / s.size * np.abs(s[mask].mean() - truth[:, mask].mean(axis=1))
+    return float(total.mean())
 
 
 def _length_baseline_auroc(entries: list[tuple[bool, int | None]]) -> Metric | None:

@@ -59,7 +59,8 @@ from logitjudge.engine.calibration import (
     fit_checked,
     nll_of,
 )
-from logitjudge.rubrics.samples import Sample, item_group, sample_metrics
+from logitjudge.rubrics.aggregate import ece_noise_floor
+from logitjudge.rubrics.samples import Sample, item_group, sample_arrays, sample_metrics
 
 __all__ = [
     "split",
@@ -251,13 +252,17 @@ def fit_evaluators(
 
 
 def _compare(groups: Mapping[str, list[Sample]], fitted: Calibration, kept: Calibration) -> dict[str, dict[str, Any]]:
-    """Per group: metrics before, after the fitted scalings, and whether they were kept."""
+    """Per group: metrics before, after the fitted scalings, whether they were kept, and the
+    ECE a perfectly calibrated predictor with the "after" scores would show at this n
+    (``ece_floor``, :func:`~logitjudge.rubrics.aggregate.ece_noise_floor`)."""
     out = {}
     for key, group in groups.items():
         keys = set().union(*(_applied_keys(fitted, s) for s in group)) if group else set()
+        after = _calibrated(fitted, group)
         out[key] = {
             "before": sample_metrics(group),
-            "after": sample_metrics(_calibrated(fitted, group)),
+            "after": sample_metrics(after),
+            "ece_floor": ece_noise_floor(sample_arrays(after)["score"]) if after else None,
             "scalings": sorted(keys),
             "kept": bool(keys) and keys <= set(kept.scalings) | {f"evaluator:{k}" for k in kept.evaluators},
         }

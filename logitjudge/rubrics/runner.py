@@ -97,9 +97,17 @@ class ItemPlan:
         )
 
 
-def _missing_reason(fields: Sequence[str]) -> str:
+def _missing_reason(fields: Sequence[str], item: Item) -> str:
     names = ", ".join(f"`{f}`" for f in fields)
-    return f"missing required field{'s' if len(fields) > 1 else ''} {names}"
+    return f"missing required field{'s' if len(fields) > 1 else ''} {names}{_blank_note(fields, item)}"
+
+
+def _blank_note(fields: Sequence[str], item: Item) -> str:
+    """Say which of the missing ``fields`` were sent but blank, so "required" does not read as "absent"."""
+    sent = [f for f in fields if getattr(item, f) is not None]
+    if not sent:
+        return ""
+    return f" ({', '.join(f'`{f}`' for f in sent)} sent blank: only whitespace or invisible characters)"
 
 
 def plan_item(
@@ -138,10 +146,10 @@ def plan_item(
         if missing:
             if strict and sel.explicit:
                 raise MissingFieldError(
-                    f"Field required: evaluator {defn.name!r} needs `{missing[0]}`",
+                    f"Field required: evaluator {defn.name!r} needs `{missing[0]}`{_blank_note(missing[:1], item)}",
                     field=(*field_prefix, missing[0]),
                 )
-            plan.early[defn.name] = skipped(defn, _missing_reason(missing))
+            plan.early[defn.name] = skipped(defn, _missing_reason(missing, item))
             continue
         try:
             qs = build_questions(defn, item, field=(*field_prefix, "question"))

@@ -16,9 +16,11 @@ from logitjudge.engine.calibration import (
     SHIPPED_DIR,
     Calibration,
     Scaling,
+    evaluator_key,
     shipped_for,
 )
 from logitjudge.judge import Judge
+from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.samples import samples_from_row
 from logitjudge.server.app import create_app
 
@@ -181,6 +183,15 @@ def test_every_shipped_calibration_is_usable_and_earned_its_place():
             assert after < before, (path.name, keys, before, after)
         raw = json.loads(path.read_text())
         assert raw["fitted_for"]["dtype"] in ("float32", "bfloat16", "float16")
+
+
+def test_every_shipped_evaluator_scaling_names_an_evaluator_of_the_catalogue():
+    # A scaling holds for the definition it was fitted on (``name@version``); bumping an
+    # evaluator's version without refitting would silently stop applying it. Fail here instead.
+    keys = {evaluator_key(d.name, d.version) for d in default_registry().evaluators.values()}
+    for path in sorted(SHIPPED_DIR.glob("*.json")):
+        stale = set(Calibration.load(path).evaluators) - keys
+        assert not stale, f"{path.name}: evaluator scalings for no catalogue definition: {sorted(stale)}; refit"
 
 
 def test_the_evaluator_scaling_reaches_the_faithfulness_score_on_the_real_model(default_judge):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
-from logitjudge.rubrics.aggregate import Gold, expected_calibration_error, gold_of, summarize
+from logitjudge.rubrics.aggregate import Gold, ece_noise_floor, expected_calibration_error, gold_of, summarize
 
 
 def _row(name, score, passed, gold=None, **extra):
@@ -173,3 +174,19 @@ def test_gold_of_reads_the_data_sets_gold_fields():
 
 def test_ece():
     assert expected_calibration_error([0.95, 0.95, 0.05, 0.05], [True, True, False, False]) == pytest.approx(0.05)
+
+
+def test_ece_noise_floor_is_the_mean_ece_of_labels_drawn_from_the_scores():
+    rng = np.random.default_rng(7)
+    scores = rng.random(60)
+    # the same quantity by a plain loop over draws
+    loop = np.mean(
+        [expected_calibration_error(scores.tolist(), (rng.random(60) < scores).tolist()) for _ in range(2000)]
+    )
+    assert ece_noise_floor(scores, draws=2000) == pytest.approx(loop, abs=0.01)
+    # it falls like 1/sqrt(n): at the held-out sizes of a calibration (50-100 items) it is about
+    # 0.10-0.14, so an ECE target of 0.05 cannot be verified there
+    floors = [ece_noise_floor(rng.random(n)) for n in (50, 200, 5000)]
+    assert floors[0] > 0.1 > floors[1] > 0.05 > 0.02 > floors[2]
+    # certain predictions have no noise; no scores, no floor
+    assert ece_noise_floor([0.0, 1.0, 1.0]) == 0.0 and ece_noise_floor([]) == 0.0

@@ -76,6 +76,12 @@ def test_calibration_lowers_held_out_ece_on_overconfident_rows(tmp_path):
     for bucket in ("noul:2", "choice:3"):
         before, after = report["by_bucket"][bucket]["before"], report["by_bucket"][bucket]["after"]
         assert after["ece"] < before["ece"] and after["nll"] < before["nll"]
+    # the floor tells "as calibrated as n items show" from "still off": a yes/no temperature
+    # calibrates the two-valued judge fully (ECE at its floor), while one temperature cannot
+    # fix the 3-way judge (always 0.9 sure, right half the time, wrong options 0.05 each)
+    yes_no, three_way = report["by_bucket"]["noul:2"], report["by_bucket"]["choice:3"]
+    assert 0 < yes_no["ece_floor"] < 0.05 and abs(yes_no["after"]["ece"] - yes_no["ece_floor"]) < 0.02
+    assert three_way["after"]["ece"] > 2 * three_way["ece_floor"] > 0
     assert cal.scalings["noul:2"].temperature > 1.5  # overconfident -> softened
     path = tmp_path / "calib.json"
     cal.save(path)

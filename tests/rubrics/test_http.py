@@ -76,6 +76,24 @@ def test_explicit_evaluator_missing_field_is_422_naming_the_field(client):
     ]
 
 
+def test_a_blank_required_field_is_422_saying_it_was_sent_blank(client):
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": " \u200b\n", "context": ["c"]})
+    assert r.status_code == 422
+    (err,) = r.json()["detail"]
+    assert err["loc"] == ["body", "output"] and err["type"] == "missing"
+    assert err["msg"] == (
+        "Field required: evaluator 'faithfulness' needs `output` "
+        "(`output` sent blank: only whitespace or invisible characters)"
+    )
+    r = client.post(URL, json={"evaluators": ["Correctness"], "input": "q", "output": "a", "expected": "  "})
+    assert r.status_code == 200
+    assert r.json()["results"]["answer_correctness"]["reason"] == (
+        "missing required field `expected` (`expected` sent blank: only whitespace or invisible characters)"
+    )
+    (batch,) = client.engine.calls  # the other evaluators of the suite were asked; no state holds the blank
+    assert all("expected" not in req.state for req in batch)
+
+
 def test_missing_field_through_a_suite_is_skipped(client):
     r = client.post(URL, json={"evaluators": ["Correctness"], "input": "q", "output": "a"})
     assert r.status_code == 200

@@ -107,6 +107,18 @@ def test_pairs_are_sampled_whole():
     assert all(v >= 6 for v in evaluators.values()) and len(evaluators) == 3
 
 
+def test_types_filter_keeps_one_question_type_before_sampling():
+    quality = _quality()
+    rows = _rows("jevbench")
+    kinds = Counter(stratum_of(r)[0] for r in rows)
+    every = quality.select_rows(rows, None, types=frozenset({"choice"}))
+    assert len(every) == kinds["choice"] == 70
+    sample = quality.select_rows(rows, 30, seed=0, types=frozenset({"choice", "score"}))
+    assert len(sample) == 30
+    assert Counter(stratum_of(r)[0] for r in sample) == {"choice": 21, "score": 9}  # 70:30 of the rows
+    assert quality.select_rows(rows, None, types=frozenset({"faithfulness"})) == []
+
+
 def test_allocate_is_proportional_by_largest_remainder():
     alloc = allocate({("noul",): 200, ("choice",): 70, ("score",): 30}, 24)
     assert sum(alloc.values()) == 24
