@@ -60,6 +60,7 @@ from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, roc_auc_
 
 from logitjudge.rubrics.aggregate import ece_noise_floor, expected_calibration_error, gold_of, summarize
 from logitjudge.rubrics.api import evaluate
+from logitjudge.rubrics.debias import MIN_BATCH, batch_calibrate
 from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.registry import Registry, default_registry
 from logitjudge.rubrics.samples import (
@@ -80,6 +81,9 @@ WITHOUT_CONTRAST = "without_contrast"
 """Group suffix of an evaluator with contrast scored by P(yes) with context alone (same run)."""
 WEAKEST_CLAIM = "weakest_claim"
 """Group suffix of a per-claim evaluator scored by its weakest claim (``x_min_score``, same run)."""
+BATCH_CALIBRATED = "batch_calibrated"
+"""Group suffix of typed choice/score answers of the same run with each question's prior divided
+out (:mod:`logitjudge.rubrics.debias`, what ``logitjudge evaluate --debias batch`` gives)."""
 RESCORED = {WITHOUT_CONTRAST: "x_p_yes_with_context", WEAKEST_CLAIM: "x_min_score"}
 """Group suffix -> the result field that rescores the same run under it."""
 SMALL_N = 20
@@ -337,7 +341,39 @@ def _chunk_figures(name: str, rows: Sequence[Mapping[str, Any]], resamples: int,
     return figs.out
 
 
-def _typed_figures(rows: Sequence[Mapping[str, Any]], qtype: str, resamples: int, seed: int) -> dict[str, Any]:
+def batch_calibrated_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` (typed choice/score results) with each question's prior divided out, as
+    ``logitjudge evaluate --debias batch`` does (:func:`logitjudge.rubrics.debias.batch_calibrate`,
+    questions asked at least ``MIN_BATCH`` times; the others as answered). A stored row keeps no
+    question text, so a question is known by its type, option names and legend (in the dev sets
+    these identify it: each option set belongs to one question)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, rec in enumerate(rows):
+        res = rec["results"]["typed_question"]
+        signature = [res["answer"]["type"], list(res["answer"].get("probabilities") or {}), res.get("legend")]
+        groups[json.dumps(signature, sort_keys=True)].append(i)
+    out = list(rows)
+    for members in groups.values():
+        if len(members) < MIN_BATCH:
+            continue
+        probs = [rows[i]["results"]["typed_question"]["answer"]["probabilities"] for i in members]
+        adjusted = batch_calibrate(np.array([list(p.values()) for p in probs]))
+        for i, p, q in zip(members, probs, adjusted, strict=True):
+            res = rows[i]["results"]["typed_question"]
+            answer = {**res["answer"], "probabilities": dict(zip(p, q.tolist(), strict=True))}
+            out[i] = {**rows[i], "results": {"typed_question": {**res, "answer": answer}}}
+    return out
+
+
+def _typed_figures(
+    rows: Sequence[Mapping[str, Any]],
+    qtype: str,
+    resamples: int,
+    seed: int,
+    raw: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Figures of typed answers; with ``raw`` (the same rows as answered, when ``rows`` are
+    rescored) also ``accuracy_minus_raw``, paired on the same items and resamples."""
     samples = [s for s in samples_from_rows(rows) if s.type == qtype]
     figs = _Figures(np.asarray([item_group(s.id) for s in samples]), resamples, seed)
     n = len(samples)
@@ -346,6 +382,10 @@ def _typed_figures(rows: Sequence[Mapping[str, Any]], qtype: str, resamples: int
     top_label = qtype != "noul"  # choice questions of 2 and more options are pooled (multi-class)
     arr = sample_arrays(samples, top_label=top_label)
     figs.add("accuracy", arr["hit"].mean(), _mean(arr["hit"].astype(float)), n)
+    if raw is not None:
+        before = sample_arrays([s for s in samples_from_rows(raw) if s.type == qtype], top_label=top_label)["hit"]
+        gain = arr["hit"].astype(float) - before.astype(float)
+        figs.add("accuracy_minus_raw", gain.mean(), _mean(gain), n)
     chance = np.asarray([1.0 / len(s.probs) for s in samples])
     figs.add("chance_accuracy", chance.mean(), _mean(chance), n)
     _distribution_figures(figs, samples, n, top_label=top_label)
@@ -384,12 +424,17 @@ def group_metrics(
                     p = float(res[field])
                     rescored = {**res, "score": p, "passed": p >= float(res.get("threshold", 0.5))}
                     groups[f"{name}:{suffix}"].append({**rec, "results": {name: rescored}})
+    for key in ("typed_question:choice", "typed_question:score"):
+        if key in groups:  # the same answers with each question's prior divided out
+            groups[f"{key}:{BATCH_CALIBRATED}"] = batch_calibrated_rows(groups[key])
     out = []
     for key, rows in groups.items():
         name = key.split(":")[0]
         kinds: list[tuple[str, dict[str, Any]]] = []
-        if key in ("typed_question:choice", "typed_question:score"):
-            kinds.append((key.split(":")[1], _typed_figures(rows, key.split(":")[1], resamples, seed)))
+        if key.startswith(("typed_question:choice", "typed_question:score")):
+            qtype = key.split(":")[1]
+            raw = groups[f"{name}:{qtype}"] if key.endswith(BATCH_CALIBRATED) else None
+            kinds.append((qtype, _typed_figures(rows, qtype, resamples, seed, raw)))
         elif name == "chunk_support":
             kinds.append(("three_way", _chunk_figures(name, rows, resamples, seed)))
         else:
@@ -551,7 +596,9 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
         "Accuracy: the most probable option (level) is the gold one. Chance: mean 1/k over the "
         "items. NLL of the gold option, multi-class Brier, top-label ECE. MAE: |Σᵢ i·pᵢ − gold level| "
         "(scores only); ECE floor: the ECE a perfectly calibrated predictor shows at this n. Items "
-        "whose gold is 'unknown' (jevbench) are left out.",
+        "whose gold is 'unknown' (jevbench) are left out. `:batch_calibrated`: the same answers with "
+        f"each question's prior (its mean answer over the rows asking it, at least {MIN_BATCH}) divided out "
+        "(`logitjudge evaluate --debias batch`); Δ: its accuracy minus the answers' as given, paired.",
         [
             ("accuracy", "accuracy", False),
             ("chance", "chance_accuracy", False),
@@ -560,6 +607,7 @@ TABLES: list[tuple[str, str, str, list[tuple[str, str, bool]]]] = [
             ("ECE", "ece", False),
             ("ECE floor", "ece_floor", False),
             ("MAE (levels)", "mae_level", False),
+            ("Δ accuracy vs as answered", "accuracy_minus_raw", False),
         ],
     ),
     (

@@ -20,6 +20,10 @@
   calibration); a re-run under another configuration is refused (exit 2, naming what differs;
   the evaluator selection is checked before the model loads) unless ``--overwrite`` starts the
   file afresh.
+- ``--debias batch``: each typed choice/score question asked of at least
+  :data:`~logitjudge.rubrics.debias.MIN_BATCH` rows has its prior (its mean answer over them)
+  divided out of its answers (:mod:`logitjudge.rubrics.debias`); the rows are written once all
+  are answered, and a results file with rows is not resumed under it.
 - Summary: printed as a table and written as JSON (``--summary``, default ``<out>.summary.json``)
   with the command, configuration, environment, timing and per-evaluator metric records,
   including ``low_option_mass``: the share of answers whose ``x_option_mass`` is under
@@ -59,6 +63,7 @@ from logitjudge.rubrics.dataio import (
     scan_results,
     write_run_record,
 )
+from logitjudge.rubrics.debias import DEBIAS_MODES, MIN_BATCH
 from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
@@ -129,6 +134,14 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--overwrite",
         action="store_true",
         help="start --out afresh (its rows and run record are replaced) instead of resuming it",
+    )
+    p.add_argument(
+        "--debias",
+        choices=DEBIAS_MODES,
+        default="none",
+        help="batch: divide each typed choice/score question's prior (its mean answer over the rows asking it, "
+        f"at least {MIN_BATCH}) out of its answers (batch calibration, Zhou et al. 2024); rows are written "
+        "once all are answered, and a file with rows is not resumed (default none)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_args(p)
@@ -220,9 +233,11 @@ def _selection_record(
     fixed: Sequence[Selected] | None,
     rows: Sequence[Mapping[str, Any]],
     thresholds: Mapping[str, float],
+    debias: str = "none",
 ) -> dict[str, Any]:
     """The evaluator selection of a run: the evaluators it resolves to (or ``auto``), their
-    versions and effective thresholds, and the names as given (for messages only).
+    versions and effective thresholds, the ``--debias`` mode, and the names as given (for
+    messages only).
 
     With ``auto`` the versions and thresholds are those of the evaluators the rows name.
     """
@@ -241,6 +256,7 @@ def _selection_record(
         "evaluators": evaluators,
         "versions": {n: d.version for n, d in defs.items()},
         "thresholds": {n: thresholds.get(n, d.threshold) for n, d in defs.items()},
+        "debias": debias,
     }
 
 
@@ -263,6 +279,8 @@ def selection_differences(recorded: Mapping[str, Any], current: Mapping[str, Any
     if recorded.get("evaluators") != current["evaluators"]:
         old = recorded.get("requested", recorded.get("evaluators"))
         out.append(f"--evaluators: {_shown(current['requested'])} now, {_shown(old)} in the file")
+    if recorded.get("debias", "none") != current.get("debias", "none"):
+        out.append(f"--debias: {current.get('debias', 'none')} now, {recorded.get('debias', 'none')} in the file")
     for key, what in (("versions", "version"), ("thresholds", "threshold")):
         old = recorded.get(key) or {}
         for name in sorted(set(old) & set(current[key])):
@@ -352,7 +370,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if out.exists() and Path(args.data).exists() and out.resolve() == Path(args.data).resolve():
         return _fail(f"--out {out} is the data file itself; results go to another file")
     summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
-    selection = _selection_record(registry, names, fixed, rows, thresholds)
+    selection = _selection_record(registry, names, fixed, rows, thresholds, args.debias)
     model_flags = _model_flags(args)
 
     # What the file holds and what produced it; a resume under another selection stops here,
@@ -370,6 +388,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     if existing and record is not None and (diffs := selection_differences(record.get("selection") or {}, selection)):
         return _refuse(out, diffs)
+    if existing and args.debias == "batch":
+        return _fail(
+            f"--debias batch divides each question's prior over all rows in one run, so {out} (it has "
+            f"rows) cannot be resumed; use another --out, or --overwrite to start {out.name} afresh"
+        )
 
     pending, invalid = _plan_rows(registry, fixed, ids, rows, done)
     resumed = [i for i in ids if i in done]
@@ -438,6 +461,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         writer.write({"id": rid, "results": {}, "passed": None, "error": why})
 
     started = time.monotonic()
+    debiased: dict[str, int] = {}
     if pending:
         assert writer is not None and judge is not None
         bar = _progress(len(rows), len(rows) - len(pending), args.no_progress)
@@ -449,6 +473,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 thresholds=thresholds,
                 batch_size=args.batch_size,
                 registry=registry,
+                debias=args.debias,
+                debias_report=debiased,
             )
             for (rid, raw, _), res in zip(pending, results, strict=True):
                 writer.write(_result_record(rid, raw, res))
@@ -458,6 +484,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
             writer.close()
             return _fail(f"{type(exc).__name__}: {exc.message}")
         bar.close()
+        if args.debias == "batch":
+            print(
+                f"logitjudge evaluate: batch calibration: the prior of {debiased['questions']} choice/score "
+                f"questions divided out of their {debiased['answers']} answers; {debiased['left']} questions "
+                f"asked fewer than {MIN_BATCH} times left as answered",
+                file=sys.stderr,
+            )
     elapsed = time.monotonic() - started
     if writer is not None:
         writer.close()
@@ -483,6 +516,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "thresholds": thresholds,
             "positive": args.positive,
             "limit": args.limit,
+            "debias": args.debias,
             "low_option_mass_threshold": LOW_OPTION_MASS,
         },
         "environment": _environment(judge) if judge is not None else None,
@@ -496,6 +530,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "model_loaded": judge is not None,
             "elapsed_s": round(elapsed, 3),
             "items_per_s": round(len(pending) / elapsed, 3) if pending and elapsed > 0 else None,
+            "debias": {"mode": args.debias, **debiased},
         },
         "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
     }

@@ -96,11 +96,14 @@ def iter_evaluate(
     thresholds: Mapping[str, float] | None = None,
     batch_size: int = 8,
     registry: Registry | None = None,
+    debias: str = "none",
 ) -> Iterator[tuple[Item, ItemResult]]:
     """Evaluate lazily, yielding ``(item, result)`` pairs in order as batches finish.
 
     Missing fields never raise here: those evaluators are ``skipped`` with a reason (the HTTP
     API's single-item form is the strict one). A fixed selection is checked before any item runs.
+    ``debias="batch"``: every item is answered before the first pair is yielded
+    (:func:`logitjudge.rubrics.debias.batch_calibrated`).
     """
     registry = registry or default_registry()
     fixed = (
@@ -117,7 +120,7 @@ def iter_evaluate(
             yield plan_item(item, fixed or selection_for(registry, AUTO, item), strict=False)
 
     for result in run_plans(
-        judge, plans(), model=model, thresholds=thresholds, batch_size=batch_size, registry=registry
+        judge, plans(), model=model, thresholds=thresholds, batch_size=batch_size, registry=registry, debias=debias
     ):
         yield pending.pop(0), result
 
@@ -132,6 +135,7 @@ def evaluate(
     batch_size: int = 8,
     positive: Literal["passed", "failed"] = "passed",
     registry: Registry | None = None,
+    debias: str = "none",
 ) -> EvaluationRun:
     """Evaluate ``items`` with ``evaluators`` (names, suites, or ``"auto"``) and summarise.
 
@@ -141,6 +145,8 @@ def evaluate(
             optional ``id``, and optional gold (``labels``, ``context_labels``, ``gold``).
         thresholds: per-evaluator pass thresholds overriding the defaults.
         positive: the positive class for precision/recall: ``"passed"`` or ``"failed"``.
+        debias: ``"none"``, or ``"batch"`` to divide each choice/score question's prior out of
+            its answers over these items (:mod:`logitjudge.rubrics.debias`).
 
     Raises:
         UnknownEvaluatorError: an unknown evaluator or suite name (with a did-you-mean).
@@ -155,6 +161,7 @@ def evaluate(
             thresholds=thresholds,
             batch_size=batch_size,
             registry=registry,
+            debias=debias,
         )
     )
     rows = []

@@ -29,6 +29,7 @@ from logitjudge.convert import check_state, with_rotations
 from logitjudge.engine.calibration import evaluator_key
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
+from logitjudge.rubrics.debias import DEBIAS_MODES, batch_calibrated
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.scoring import Answered, errored, score_answers, skipped
@@ -95,6 +96,10 @@ class ItemPlan:
         return EngineRequest(
             state=self.state, questions=tuple(with_rotations(q, rotations) for q in self.questions.values())
         )
+
+
+_Responses = tuple["ItemPlan", "EngineResult | LogitJudgeError | None", "EngineResult | LogitJudgeError | None"]
+"""An item's plan, the engine's response to its request and to its contrast twin (or the error)."""
 
 
 def _missing_reason(fields: Sequence[str], item: Item) -> str:
@@ -264,6 +269,8 @@ def run_plans(
     strict: bool = False,
     batch_size: int = 8,
     registry: Registry | None = None,
+    debias: str = "none",
+    debias_report: dict[str, int] | None = None,
 ) -> Iterator[ItemResult]:
     """Send planned items to the judge and yield one :class:`ItemResult` per item, in order.
 
@@ -274,6 +281,10 @@ def run_plans(
     ``strict`` and a batch of one, when the error is raised (the HTTP single-item form maps it to
     413 etc.). Items with no runnable evaluator make no engine call.
 
+    ``debias="batch"`` holds every answer until the last item, divides each typed choice/score
+    question's prior out of its answers (:func:`logitjudge.rubrics.debias.batch_calibrated`),
+    then scores; its counts go into ``debias_report`` when given.
+
     Raises:
         UnknownModelError: ``model`` is not served by ``judge`` (checked before any work).
         UnknownEvaluatorError, InvalidRequestError: a bad ``thresholds`` entry.
@@ -283,11 +294,13 @@ def run_plans(
     check = getattr(judge, "check_model", None)  # a stand-in judge without it serves every name
     if check is not None:
         check(model)
+    if debias not in DEBIAS_MODES:
+        raise InvalidRequestError(f"debias: one of {', '.join(DEBIAS_MODES)}, not {debias!r}", field=("debias",))
     rotations = int(getattr(judge, "default_rotations", 1))
     scalings = dict(getattr(judge, "evaluator_scalings", None) or {})  # a stand-in judge may have none
     batch: list[ItemPlan] = []
 
-    def flush() -> Iterator[ItemResult]:
+    def flush() -> Iterator[_Responses]:
         # keys: (id(plan), False) for the item's request, (id(plan), True) for its contrast twin
         by_plan: dict[tuple[int, bool], EngineResult | LogitJudgeError] = {}
         sent: list[tuple[tuple[int, bool], EngineRequest]] = []
@@ -309,15 +322,33 @@ def run_plans(
                 if isinstance(error := by_plan.get((id(batch[0]), twin_key)), LogitJudgeError):
                     raise error
         for p in batch:
-            yield finish_plan(p, by_plan.get((id(p), False)), checked, by_plan.get((id(p), True)), scalings)
+            yield p, by_plan.get((id(p), False)), by_plan.get((id(p), True))
         batch.clear()
 
-    for plan in plans:
-        batch.append(plan)
-        if len(batch) >= max(1, batch_size):
+    def answered() -> Iterator[_Responses]:
+        for plan in plans:
+            batch.append(plan)
+            if len(batch) >= max(1, batch_size):
+                yield from flush()
+        if batch:
             yield from flush()
-    if batch:
-        yield from flush()
+
+    done: Iterable[_Responses] = answered()
+    if debias == "batch":
+        held = [((p, twin), _typed_questions(p), response) for p, response, twin in done]
+        adjusted, counts = batch_calibrated(held)
+        if debias_report is not None:
+            debias_report.update(counts)
+        done = [(p, response, twin) for (p, twin), _, response in adjusted]  # type: ignore[misc]
+    for p, response, twin in done:
+        yield finish_plan(p, response, checked, twin, scalings)
+
+
+def _typed_questions(plan: ItemPlan) -> list[Question | None]:
+    """The plan's questions in request order, None for those the ``typed_question`` evaluator
+    does not own (the evaluators' rubric questions are never batch-calibrated)."""
+    typed = {i for sel, ids in plan.owners if sel.definition.scoring == "typed_question" for i in ids}
+    return [q if qid in typed else None for qid, q in plan.questions.items()]
 
 
 def run_items(
