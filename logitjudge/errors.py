@@ -211,7 +211,7 @@ class CalibrationMismatchError(UnsupportedModelError):
     error_type = "unsupported_model"
 
     def __init__(self, message: str, *, mismatch: dict[str, tuple[object, object]] | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, field=("calibration",))  # the --calibration / Judge.load argument
         self.mismatch = mismatch or {}
 
 

@@ -104,6 +104,7 @@ def test_a_file_fitted_for_something_else_is_refused(make_tiny, tmp_path, key, v
     with pytest.raises(CalibrationMismatchError) as err:
         engine.set_calibration(Calibration.load(path))
     assert key in err.value.mismatch and engine.calibration is None
+    assert err.value.field == ("calibration",)  # the argument to fix, in every error body
 
 
 def test_an_unusable_file_is_refused(tmp_path):
