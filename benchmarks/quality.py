@@ -343,25 +343,36 @@ def _chunk_figures(name: str, rows: Sequence[Mapping[str, Any]], resamples: int,
 
 def batch_calibrated_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """``rows`` (typed choice/score results) with each question's prior divided out, as
-    ``logitjudge evaluate --debias batch`` does (:func:`logitjudge.rubrics.debias.batch_calibrate`,
-    questions asked at least ``MIN_BATCH`` times; the others as answered). A stored row keeps no
-    question text, so a question is known by its type, option names and legend (in the dev sets
-    these identify it: each option set belongs to one question)."""
+    ``logitjudge evaluate --debias batch`` does: options matched by name
+    (:func:`logitjudge.rubrics.debias.batch_calibrate`), questions asked at least ``MIN_BATCH``
+    times, the others as answered; each adjusted result is scored again by the library's own
+    scorer, so choice, expected level, label and confidence follow the new distribution. A
+    question is known by the row's ``question`` (type, instructions, criteria; a criteria
+    object's keys in any order), as :func:`logitjudge.rubrics.debias.question_key` knows it."""
+    from logitjudge.engine.types import Answer, Option, Question
+    from logitjudge.rubrics.scoring import Answered, score_typed_question
+
+    defn = default_registry().evaluators["typed_question"]
     groups: dict[str, list[int]] = defaultdict(list)
     for i, rec in enumerate(rows):
-        res = rec["results"]["typed_question"]
-        signature = [res["answer"]["type"], list(res["answer"].get("probabilities") or {}), res.get("legend")]
-        groups[json.dumps(signature, sort_keys=True)].append(i)
+        question = {k: v for k, v in (rec.get("question") or {}).items() if k != "key"}
+        if question:  # rows of runs from before the question was stored are left as answered
+            groups[json.dumps(question, sort_keys=True)].append(i)
     out = list(rows)
     for members in groups.values():
         if len(members) < MIN_BATCH:
             continue
+        names = sorted(rows[members[0]]["results"]["typed_question"]["answer"]["probabilities"])
         probs = [rows[i]["results"]["typed_question"]["answer"]["probabilities"] for i in members]
-        adjusted = batch_calibrate(np.array([list(p.values()) for p in probs]))
+        adjusted = batch_calibrate(np.array([[p[k] for k in names] for p in probs]))
         for i, p, q in zip(members, probs, adjusted, strict=True):
             res = rows[i]["results"]["typed_question"]
-            answer = {**res["answer"], "probabilities": dict(zip(p, q.tolist(), strict=True))}
-            out[i] = {**rows[i], "results": {"typed_question": {**res, "answer": answer}}}
+            by_name = dict(zip(names, q.tolist(), strict=True))
+            legend = res.get("legend") or {}
+            question = Question(res["answer"]["type"], None, tuple(Option(k, legend.get(k)) for k in p))
+            answer = Answer(question.type, tuple(by_name[k] for k in p), res["answer"].get("x_option_mass", 1.0))
+            scored = score_typed_question(defn, [Answered(question, answer)], float(res.get("threshold", 0.5)))
+            out[i] = {**rows[i], "results": {"typed_question": scored.model_dump(mode="json", exclude_none=True)}}
     return out
 
 
@@ -508,6 +519,8 @@ def run_set(
         rec["evaluator"] = raw.get("evaluator")
         rec["gold"] = gold_of(raw).model_dump(mode="json")
         rec["x_lengths"] = text_lengths(raw)
+        if raw.get("question") is not None:
+            rec["question"] = raw["question"]  # the typed question, for batch calibration's groups
         records.append(rec)
     return records, elapsed
 
@@ -705,6 +718,18 @@ def markdown_table(record: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def with_questions(record: dict[str, Any], data: Path = DATA) -> None:
+    """Attach each stored row's typed ``question`` from its set's ``dev.jsonl`` (by id), for
+    runs stored before rows kept it; rows of a set whose file is absent are left as they are."""
+    for name, rows in record["items"].items():
+        path = data / name / "dev.jsonl"
+        if any("question" not in r for r in rows) and path.exists():
+            by_id = {str(r["id"]): r.get("question") for r in _read_rows(path)}
+            for r in rows:
+                if by_id.get(str(r["id"])) is not None:
+                    r.setdefault("question", by_id[str(r["id"])])
+
+
 def _all_metrics(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     cfg = record["config"]
     return [
@@ -764,6 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild:
         path = Path(args.rebuild)
         record = json.loads(path.read_text())
+        with_questions(record, Path(args.data))
         record["metrics"] = _all_metrics(record)
         path.write_text(json.dumps(record, indent=1, allow_nan=False) + "\n")
         path.with_suffix(".md").write_text(markdown_table(record))

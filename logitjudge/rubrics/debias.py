@@ -15,8 +15,10 @@ Only the item's own typed choice and score questions are adjusted: not yes/no (i
 divided out would force every question towards a 50 % pass rate) and not the evaluators'
 rubric questions (a dataset's mean score or pass rate is what they measure; dividing their
 prior out would set it), and only a question asked at least :data:`MIN_BATCH` times (a prior
-from a handful of answers is noise). Every answer of a group is adjusted with the
-group's own mean, the answer itself included (label-free, so nothing leaks). It assumes the
+from a handful of answers is noise). A question is the same question whatever the order of
+its options (a dataset may shuffle them per row): answers are matched by option name. Every
+answer of a group is adjusted with the group's own mean, the answer itself included
+(label-free, so nothing leaks). It assumes the
 batch is not dominated by one true option; on a batch where one answer is right 90 % of the
 time it moves answers away from the truth. Opt-in: ``logitjudge evaluate --debias batch``;
 ``benchmarks/quality.py`` reports it beside the raw answers of the same run.
@@ -61,8 +63,11 @@ def batch_calibrate(probs: np.ndarray) -> np.ndarray:
 
 
 def question_key(question: Question) -> str:
-    """A question's identity across items: type, instructions, options (names and descriptions)."""
-    return json.dumps(dataclasses.asdict(question), sort_keys=True, default=str)
+    """A question's identity across items: type, instructions and its set of options (names and
+    descriptions), whatever their order (a dataset may shuffle the options per row; the prior
+    divided out is over the options themselves, matched by name)."""
+    options = sorted([o.name, o.description] for o in question.options)
+    return json.dumps([question.type, question.instructions, options], sort_keys=True, default=str)
 
 
 def batch_calibrated(
@@ -78,21 +83,26 @@ def batch_calibrated(
         The same triples with adjusted answers, and counts: ``questions`` (groups adjusted),
         ``answers`` (answers adjusted), ``left`` (choice/score groups under :data:`MIN_BATCH`).
     """
-    groups: dict[str, list[tuple[int, int, Answer]]] = defaultdict(list)  # key -> (item, question, answer)
+    # key -> (item, question, answer, the answer's option positions in name order)
+    groups: dict[str, list[tuple[int, int, Answer, list[int]]]] = defaultdict(list)
     for i, (_, questions, response) in enumerate(answered):
         if isinstance(response, EngineResult):
             for j, (q, a) in enumerate(zip(questions, response.answers, strict=True)):
                 if q is not None and q.type != "noul":
-                    groups[question_key(q)].append((i, j, a))
+                    names = [o.name for o in q.options]
+                    groups[question_key(q)].append((i, j, a, sorted(range(len(names)), key=names.__getitem__)))
     new: dict[tuple[int, int], Answer] = {}
     left = 0
     for members in groups.values():
         if len(members) < MIN_BATCH:
             left += 1
             continue
-        adjusted = batch_calibrate(np.array([a.probabilities for _, _, a in members]))
-        for (i, j, a), q in zip(members, adjusted, strict=True):
-            new[i, j] = dataclasses.replace(a, probabilities=tuple(float(x) for x in q))
+        by_name = np.array([[a.probabilities[k] for k in order] for _, _, a, order in members])
+        for (i, j, a, order), q in zip(members, batch_calibrate(by_name), strict=True):
+            probs = [0.0] * len(order)
+            for k, x in zip(order, q.tolist(), strict=True):
+                probs[k] = x  # back to the answer's own option order
+            new[i, j] = dataclasses.replace(a, probabilities=tuple(probs))
     out = []
     for i, (tag, questions, response) in enumerate(answered):
         if isinstance(response, EngineResult) and any((i, j) in new for j in range(len(questions))):

@@ -108,11 +108,14 @@ def _missing_reason(fields: Sequence[str], item: Item) -> str:
 
 
 def _blank_note(fields: Sequence[str], item: Item) -> str:
-    """Say which of the missing ``fields`` were sent but blank, so "required" does not read as "absent"."""
-    sent = [f for f in fields if getattr(item, f) is not None]
-    if not sent:
-        return ""
-    return f" ({', '.join(f'`{f}`' for f in sent)} sent blank: only whitespace or invisible characters)"
+    """Say which of the missing ``fields`` were sent but empty or blank, so "required" does not
+    read as "absent"."""
+    empty = [f for f in fields if getattr(item, f) in ("", [], {})]
+    blank = [f for f in fields if getattr(item, f) is not None and f not in empty]
+    notes = [f"{', '.join(f'`{f}`' for f in empty)} sent empty"] if empty else []
+    if blank:
+        notes.append(f"{', '.join(f'`{f}`' for f in blank)} sent blank: only whitespace or invisible characters")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def plan_item(

@@ -22,6 +22,8 @@ CHOICE = {
     "instructions": "Which team should handle this ticket?",
     "criteria": {"billing": "charges and refunds", "shipping": "parcels and delivery", "login": "passwords"},
 }
+SHUFFLED = {**CHOICE, "criteria": dict(reversed(CHOICE["criteria"].items()))}  # the same question
+NAMES = sorted(CHOICE["criteria"])
 TICKETS = [
     "I was charged twice for one order.",
     "My parcel has not arrived after two weeks.",
@@ -58,33 +60,30 @@ def test_batch_calibrate_divides_the_mean_answer_out():
 @pytest.fixture(scope="module")
 def runs(default_judge):
     """The same rows evaluated as answered and batch-calibrated on the suite's real model: 12
-    rows of one choice question, 12 of a score question, 3 of a rare choice question, 3 yes/no,
-    and a rubric evaluator (answer_relevancy, score levels) on every row."""
+    rows of one choice question (its options in reverse order in every other row), 12 of a score
+    question, 3 of a rare choice question, 12 yes/no, and a rubric evaluator (answer_relevancy,
+    score levels) on every row."""
     score = {"type": "score", "instructions": "How urgent is this ticket?", "criteria": ["low", "medium", "high"]}
     rare = {**CHOICE, "instructions": "Which team would a new agent pick?"}
     noul = {"type": "noul", "instructions": "Is money involved?"}
     rows = [
         {"id": f"{kind}-{i}", "input": t, "output": "We will look into it.", "question": q}
-        for kind, q, texts in (
-            ("c", CHOICE, TICKETS),
-            ("s", score, TICKETS),
-            ("r", rare, TICKETS[:3]),
-            ("n", noul, TICKETS[:3]),
+        for kind, qs, texts in (
+            ("c", (CHOICE, SHUFFLED), TICKETS),
+            ("s", (score,), TICKETS),
+            ("r", (rare,), TICKETS[:3]),
+            ("n", (noul,), TICKETS),
         )
-        for i, t in enumerate(texts)
+        for i, (t, q) in enumerate(zip(texts, qs * len(texts)))
     ]
     names = ["typed_question", "answer_relevancy"]
     return rows, evaluate(default_judge, rows, names), evaluate(default_judge, rows, names, debias="batch")
 
 
 def _probs(run, prefix):
-    return np.array(
-        [
-            list(r.results["typed_question"].answer["probabilities"].values())
-            for r in run.results
-            if str(r.id).startswith(prefix)
-        ]
-    )
+    """(rows, options) of the typed answers of rows ``prefix*``, options in name order."""
+    answers = [r.results["typed_question"].answer["probabilities"] for r in run.results if str(r.id).startswith(prefix)]
+    return np.array([[a[k] for k in sorted(a)] for a in answers])
 
 
 def test_evaluate_batch_divides_each_typed_questions_prior_out_on_the_real_model(runs):
@@ -109,6 +108,7 @@ def test_evaluate_batch_divides_each_typed_questions_prior_out_on_the_real_model
 def test_rare_questions_yes_no_and_rubric_evaluators_are_left_as_answered(runs):
     rows, raw, debiased = runs
     np.testing.assert_array_equal(_probs(debiased, "r-"), _probs(raw, "r-"))  # 3 < MIN_BATCH rows
+    assert sum(str(r.id).startswith("n-") for r in raw.results) >= MIN_BATCH  # left by type, not count
     for before, after in zip(raw.results, debiased.results, strict=True):
         assert after.results["answer_relevancy"] == before.results["answer_relevancy"]
         if str(before.id).startswith("n-"):
@@ -148,3 +148,44 @@ def test_the_command_records_batch_calibration_and_never_resumes_it(tmp_path, ca
     assert "--debias: none now, batch in the file" in capsys.readouterr().err
     assert out.read_bytes() == before
     assert main([*argv, "--debias", "batch", "--overwrite"]) == 0
+
+
+def test_items_that_fail_or_ask_no_question_and_contrast_twins_pass_through():
+    """The runner's wiring with a scripted engine (fixed probabilities; no model needed for
+    this bookkeeping): an item whose context holds a blank chunk (an early error), one that
+    asks nothing, and faithfulness with its content-free twin sit among 12 typed rows."""
+    from lj_factories import make_judge
+
+    from logitjudge.rubrics.runner import plan_item, run_plans
+
+    judge = make_judge()
+    items = [{"id": f"t{i}", "input": t, "question": CHOICE if i % 2 else SHUFFLED} for i, t in enumerate(TICKETS)]
+    items += [
+        {"id": "blank", "output": "o", "context": [" "], "question": CHOICE},
+        {"id": "nothing", "input": "no fields the evaluator needs"},
+        {"id": "faith", "output": "Refunds take 3 days.", "context": ["Refunds take 3 days."], "question": CHOICE},
+    ]
+    names = ["typed_question", "faithfulness"]
+    raw, debiased = evaluate(judge, items, names), evaluate(judge, items, names, debias="batch")
+    for before, after in zip(raw.results, debiased.results, strict=True):
+        assert before.id == after.id
+        for name in ("faithfulness",):
+            assert after.results.get(name) == before.results.get(name)
+    asked = [r for r in raw.results if r.results["typed_question"].status == "ok"]
+    assert [r.id for r in asked] == [*(f"t{i}" for i in range(12)), "faith"]
+    by_name = {r.id: [r.results["typed_question"].answer["probabilities"][k] for k in NAMES] for r in asked}
+    expected = dict(zip(by_name, batch_calibrate(np.array(list(by_name.values()))), strict=True))
+    for r in debiased.results:
+        if r.id in expected:  # options matched by name across the two option orders
+            got = r.results["typed_question"].answer["probabilities"]
+            np.testing.assert_allclose([got[k] for k in NAMES], expected[r.id], atol=1e-12)
+    assert debiased.results[12].results["typed_question"] == raw.results[12].results["typed_question"]  # blank
+    # 13 rows ask the choice question (12 + "faith"; "blank" failed before any engine call)
+    report: dict = {}
+    from logitjudge.rubrics.api import to_item
+    from logitjudge.rubrics.registry import default_registry
+
+    selection = default_registry().select(names)
+    plans = [plan_item(to_item(item), selection, strict=False) for item in items]
+    list(run_plans(judge, plans, debias="batch", debias_report=report))
+    assert report == {"questions": 1, "answers": 13, "left": 0}

@@ -85,6 +85,8 @@ def test_a_blank_required_field_is_422_saying_it_was_sent_blank(client):
         "Field required: evaluator 'faithfulness' needs `output` "
         "(`output` sent blank: only whitespace or invisible characters)"
     )
+    r = client.post(URL, json={"evaluators": ["faithfulness"], "output": "", "context": ["c"]})
+    assert r.json()["detail"][0]["msg"].endswith("needs `output` (`output` sent empty)")
     r = client.post(URL, json={"evaluators": ["Correctness"], "input": "q", "output": "a", "expected": "  "})
     assert r.status_code == 200
     assert r.json()["results"]["answer_correctness"]["reason"] == (

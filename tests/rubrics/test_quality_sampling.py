@@ -300,3 +300,33 @@ def test_choice_samples_of_two_and_more_options_pool_as_multiclass():
     assert arr["hit"].tolist() == [True, True]
     assert arr["brier"][0] == pytest.approx(0.3**2 + 0.3**2)  # multi-class, not binary
     assert arr["score"].tolist() == [0.7, 0.5]
+
+
+def test_batch_calibrated_rows_group_by_question_and_rescore_every_field():
+    quality = _quality()
+    from logitjudge.rubrics.debias import MIN_BATCH, batch_calibrate
+
+    def row(i, question, probs):
+        answer = {"type": "choice", "choice": max(probs, key=probs.get), "probabilities": probs, "confidence": 0.5}
+        res = {"name": "typed_question", "version": "1", "status": "ok", "label": answer["choice"], "answer": answer}
+        return {"id": f"r{i}", "question": question, "results": {"typed_question": res}, "gold": {}}
+
+    q = {"key": "team", "type": "choice", "instructions": "Which team?", "criteria": {"a": "x", "b": "y"}}
+    shuffled = {**q, "key": "other-key", "criteria": {"b": "y", "a": "x"}}  # the same question
+    other = {**q, "instructions": "Which team would a new agent pick?"}  # same options, another question
+    rows = [
+        row(i, q if i % 2 else shuffled, {"a": 0.8, "b": 0.2} if i % 3 else {"a": 0.6, "b": 0.4}) for i in range(12)
+    ]
+    rows += [row(12 + i, other, {"a": 0.8, "b": 0.2}) for i in range(MIN_BATCH - 1)]
+    out = quality.batch_calibrated_rows(rows)
+    adjusted = [r["results"]["typed_question"] for r in out[:12]]
+    expected = batch_calibrate(
+        np.array([[r["results"]["typed_question"]["answer"]["probabilities"][k] for k in "ab"] for r in rows[:12]])
+    )
+    for res, e in zip(adjusted, expected, strict=True):
+        assert [res["answer"]["probabilities"][k] for k in "ab"] == pytest.approx(e.tolist())
+        assert res["answer"]["choice"] == res["label"] == "ab"[int(e.argmax())]  # rescored, not stale
+    assert out[12:] == rows[12:]  # another question, asked fewer than MIN_BATCH times: as answered
+    # the judge says "a" to all 12; with its lean divided out the four weaker "a"s become "b"
+    assert {r["results"]["typed_question"]["answer"]["choice"] for r in rows[:12]} == {"a"}
+    assert [i for i, res in enumerate(adjusted) if res["answer"]["choice"] == "b"] == [0, 3, 6, 9]
