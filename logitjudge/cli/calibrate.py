@@ -82,6 +82,12 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="share of source items held out for the refusal check and the report (default 0.5)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the source-item split and the slices")
+    p.add_argument(
+        "--types",
+        default=None,
+        help="comma-separated question types that get engine scalings (noul, choice, score; default all); "
+        "a bucket scales every question of its type and option count, evaluators' rubric questions included",
+    )
     p.add_argument("--batch-size", type=int, default=4)
     add_model_args(p)
     p.set_defaults(func=run_calibrate)
@@ -188,9 +194,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     samples = samples_from_rows(unique)
     if not samples:
         return _fail("no labelled distributions in the input (see logitjudge/rubrics/samples.py)")
-    cal, report = fit_and_report(
-        samples, fitted_for, holdout=args.holdout, seed=args.seed, meta={"data": list(args.labelled)}
-    )
+    types = None
+    if args.types:
+        types = [t.strip() for t in args.types.split(",") if t.strip()]
+        if unknown := sorted(set(types) - {"noul", "choice", "score"}):
+            return _fail(f"--types: {', '.join(unknown)}: not a question type (noul, choice, score)")
+    meta = {"data": list(args.labelled), **({"types": types} if types else {})}
+    cal, report = fit_and_report(samples, fitted_for, holdout=args.holdout, seed=args.seed, meta=meta, types=types)
     print_report(report)
     if not cal.scalings and not cal.evaluators:
         return _fail(

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -305,8 +305,15 @@ def fit_and_report(
     holdout: float = 0.5,
     seed: int = 0,
     meta: Mapping[str, Any] | None = None,
+    types: Collection[str] | None = None,
 ) -> tuple[Calibration, dict[str, Any]]:
     """Fit on the fitting part, refuse what does not help the held-out part, report both.
+
+    ``types`` (``noul``, ``choice``, ``score``; default all) limits the engine buckets fitted to
+    those question types; the others stay unscaled, and are still reported. An engine bucket
+    scales every question of its type and option count, the evaluators' rubric questions
+    included, so a bucket fitted on typed questions where the model is at chance (it "gains" by
+    flattening them) also flattens an evaluator's score that does carry signal.
 
     Returns:
         The calibration to write (only the scalings kept; none = the identity; its
@@ -318,7 +325,7 @@ def fit_and_report(
     """
     fit_part, held = split(samples, holdout, seed)
     # engine buckets: one engine answer per sample (a contrast score is two: its evaluator's)
-    fitted = fit(_as_fit([s for s in fit_part if not s.contrast]), fitted_for)
+    fitted = fit(_as_fit([s for s in fit_part if not s.contrast and (types is None or s.type in types)]), fitted_for)
     kept, refused_held = refuse_worse(fitted, held)
     refused = {k: r["refused"] for k, r in fitted.meta["fits"].items() if r.get("refused")}
     refused.update(refused_held)

@@ -30,19 +30,20 @@ import dataclasses
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Literal, TypeVar, get_args
 
 import numpy as np
 
 from logitjudge.engine.types import Answer, EngineResult, Question
 
-__all__ = ["MIN_BATCH", "DEBIAS_MODES", "batch_calibrate", "question_key", "batch_calibrated"]
+__all__ = ["MIN_BATCH", "DebiasMode", "DEBIAS_MODES", "batch_calibrate", "question_key", "batch_calibrated"]
 
 MIN_BATCH = 10
 """Fewest answers of one question for its prior to be estimated and divided out."""
 
-DEBIAS_MODES = ("none", "batch")
+DebiasMode = Literal["none", "batch"]
 """``none``: answers as the engine gives them; ``batch``: :func:`batch_calibrated`."""
+DEBIAS_MODES: tuple[str, ...] = get_args(DebiasMode)
 
 P = TypeVar("P")
 

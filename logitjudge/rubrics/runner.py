@@ -338,13 +338,19 @@ def run_plans(
 
     done: Iterable[_Responses] = answered()
     if debias == "batch":
-        held = [((p, twin), _typed_questions(p), response) for p, response, twin in done]
-        adjusted, counts = batch_calibrated(held)
+        done, counts = debiased(list(done))
         if debias_report is not None:
             debias_report.update(counts)
-        done = [(p, response, twin) for (p, twin), _, response in adjusted]  # type: ignore[misc]
     for p, response, twin in done:
         yield finish_plan(p, response, checked, twin, scalings)
+
+
+def debiased(answered: Sequence[_Responses]) -> tuple[list[_Responses], dict[str, int]]:
+    """Every item's responses with the typed choice/score questions batch-calibrated over all
+    of them (:func:`logitjudge.rubrics.debias.batch_calibrated`), and its counts."""
+    held = [((p, twin), _typed_questions(p), response) for p, response, twin in answered]
+    adjusted, counts = batch_calibrated(held)
+    return [(p, response, twin) for (p, twin), _, response in adjusted], counts  # type: ignore[misc]
 
 
 def _typed_questions(plan: ItemPlan) -> list[Question | None]:

@@ -41,9 +41,10 @@ from logitjudge.engine.types import EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
+from logitjudge.rubrics.debias import DebiasMode
 from logitjudge.rubrics.definitions import ITEM_FIELDS
 from logitjudge.rubrics.registry import default_registry
-from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, finish_plan, plan_item
+from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, debiased, finish_plan, plan_item
 from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
 from logitjudge.server.systemone_routes import ServerState, State
@@ -69,6 +70,11 @@ class EvaluateRequest(Item):
     items: Annotated[list[Item], Field(min_length=1)] | None = None
     positive: Literal["passed", "failed"] = "passed"
     concurrency: int | None = Field(default=None, description="accepted for compatibility; the scheduler batches")
+    x_debias: DebiasMode = Field(
+        default="none",
+        description="extension, batch form only: `batch` divides each typed choice/score question's prior "
+        "(its mean answer over the items asking it, at least 10) out of its answers (batch calibration)",
+    )
 
 
 router = APIRouter(tags=["Evaluators"])
@@ -90,6 +96,11 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
     selection = registry.select(body.evaluators)
     check_thresholds(registry, body.thresholds)
     if body.items is None:
+        if body.x_debias != "none":
+            raise InvalidRequestError(
+                "x_debias: batch calibration divides a question's prior over many items; send them as `items`",
+                field=("x_debias",),
+            )
         plans, batch = [plan_item(body, selection, strict=True)], False
     else:
         flat = [f for f in ITEM_FIELDS if getattr(body, f) is not None]
@@ -175,16 +186,21 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
     scalings = state.judge.evaluator_scalings
 
-    async def one(plan: ItemPlan) -> ItemResult:
+    async def one(plan: ItemPlan) -> tuple[ItemPlan, EngineResult | LogitJudgeError | None, Any]:
         async with gate:
             twin: EngineResult | LogitJudgeError | None = None
             try:
                 response, twin = await _answer(state, plan, raise_errors=False)
             except LogitJudgeError as exc:
                 response = exc
-        return finish_plan(plan, response, thresholds, twin, scalings)
+        return plan, response, twin
 
-    results = list(await asyncio.gather(*(one(p) for p in plans)))
+    answered = list(await asyncio.gather(*(one(p) for p in plans)))
+    extra: dict[str, Any] = {}
+    if body.x_debias == "batch":
+        answered, counts = debiased(answered)
+        extra["x_debias"] = {"mode": "batch", **counts}
+    results = [finish_plan(p, response, thresholds, twin, scalings) for p, response, twin in answered]
     rows = [
         {
             "results": r.model_dump(mode="json")["results"],
@@ -199,6 +215,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
             "results": [r.model_dump(mode="json", exclude_none=True) for r in results],
             "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
             "usage": _sum_usage(results).model_dump(),
+            **extra,
         }
     )
 

@@ -91,3 +91,14 @@ def test_calibration_lowers_held_out_ece_on_overconfident_rows(tmp_path):
     reliability_plot(split(samples, 0.5)[1], cal, png)
     assert png.stat().st_size > 1000
     assert sample_metrics([s for s in samples if s.type == "noul"])["accuracy"] > 0.6
+
+
+def test_types_limits_the_engine_buckets_fitted_and_leaves_the_others_unscaled():
+    samples = samples_from_rows(_rows(600))
+    full, _ = fit_and_report(samples, FITTED_FOR, holdout=0.5)
+    only_noul, report = fit_and_report(samples, FITTED_FOR, holdout=0.5, types=["noul"])
+    assert any(k.startswith("choice") for k in full.scalings)
+    assert not any(k.startswith("choice") for k in only_noul.scalings)
+    assert only_noul.scalings["noul:2"] == full.scalings["noul:2"]  # same split, same fit
+    three_way = report["by_bucket"]["choice:3"]
+    assert three_way["scalings"] == [] and three_way["after"] == three_way["before"]  # reported, unscaled

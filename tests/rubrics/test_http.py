@@ -217,3 +217,47 @@ def test_the_server_module_imports_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _leaning(state, q):
+    """A judge that leans to the first option, more when the state mentions money."""
+    if q.type == "noul":
+        return [0.5, 0.5]
+    lean = 4.0 if "money" in str(state) else 2.0
+    return [lean] + [1.0] * (len(q.options) - 1)
+
+
+def test_batch_form_x_debias_divides_each_typed_questions_prior_out(client):
+    import numpy as np
+
+    from logitjudge.rubrics.debias import MIN_BATCH, batch_calibrate
+
+    question = {"type": "choice", "instructions": "Which team?", "criteria": {"pay": "money", "ship": "parcels"}}
+    items = [
+        {"id": f"t{i}", "input": "money back please" if i % 3 == 0 else "where is my parcel", "question": question}
+        for i in range(MIN_BATCH + 2)
+    ]
+    judge = Judge(ScriptedEngine(_leaning))
+    with TestClient(create_app(judge)) as c:
+        raw = c.post(URL, json={"evaluators": ["typed_question"], "items": items}).json()
+        got = c.post(URL, json={"evaluators": ["typed_question"], "items": items, "x_debias": "batch"}).json()
+        assert got["x_debias"] == {"mode": "batch", "questions": 1, "answers": len(items), "left": 0}
+        assert "x_debias" not in raw
+        before = np.array(
+            [list(r["results"]["typed_question"]["answer"]["probabilities"].values()) for r in raw["results"]]
+        )
+        after = np.array(
+            [list(r["results"]["typed_question"]["answer"]["probabilities"].values()) for r in got["results"]]
+        )
+        np.testing.assert_allclose(after, batch_calibrate(before), atol=1e-12)
+        # the judge says "pay" to all; with its lean divided out the money items keep it, the rest move
+        assert {r["results"]["typed_question"]["label"] for r in raw["results"]} == {"pay"}
+        labels = [r["results"]["typed_question"]["label"] for r in got["results"]]
+        assert labels == ["pay" if i % 3 == 0 else "ship" for i in range(len(items))]
+        # the flat form has one item: nothing to divide by; an unknown mode is the field's 422
+        flat = c.post(
+            URL, json={"evaluators": ["typed_question"], "input": "x", "question": question, "x_debias": "batch"}
+        )
+        assert flat.status_code == 422 and flat.json()["detail"][0]["loc"] == ["body", "x_debias"]
+        bad = c.post(URL, json={"evaluators": ["typed_question"], "items": items, "x_debias": "rotate"})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "x_debias"]
