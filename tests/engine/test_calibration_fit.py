@@ -15,7 +15,7 @@ import json
 import numpy as np
 import pytest
 
-from logitjudge.cli.calibrate import run_calibrate
+from logitjudge.cli.calibrate import add_calibrate_parser, run_calibrate
 from logitjudge.engine.calibration import (
     Calibration,
     LabelledDistribution,
@@ -156,14 +156,10 @@ def _quality_json(path, samples: list[Sample]) -> None:
 
 
 def _args(tmp_path, name: str) -> argparse.Namespace:
-    return argparse.Namespace(
-        labelled=[str(tmp_path / "q.json")],
-        out=str(tmp_path / name),
-        report=None,
-        holdout=0.5,
-        seed=0,
-        batch_size=4,
-    )
+    """The command's own parser, so every flag it has gets its default."""
+    parser = argparse.ArgumentParser()
+    add_calibrate_parser(parser.add_subparsers())
+    return parser.parse_args(["calibrate", str(tmp_path / "q.json"), "--out", str(tmp_path / name)])
 
 
 def test_the_cli_refuses_to_write_a_file_that_does_not_help(tmp_path, capsys):
