@@ -60,7 +60,7 @@ from sklearn.metrics import accuracy_score, brier_score_loss, f1_score, roc_auc_
 
 from logitjudge.rubrics.aggregate import ece_noise_floor, expected_calibration_error, gold_of, summarize
 from logitjudge.rubrics.api import evaluate
-from logitjudge.rubrics.debias import MIN_BATCH, batch_calibrate
+from logitjudge.rubrics.debias import MIN_BATCH, batch_calibrated
 from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.registry import Registry, default_registry
 from logitjudge.rubrics.samples import (
@@ -214,8 +214,8 @@ class _Figures:
     def add_floor(self, scores: np.ndarray, n: int) -> None:
         """``ece_floor``: the ECE of a perfectly calibrated predictor with these scores at this n
         (:func:`~logitjudge.rubrics.aggregate.ece_noise_floor`; no interval)."""
-        self.out["ece_floor"] = {"name": "ece_floor", "value": ece_noise_floor(scores), "n": n}
-        self.out["ece_floor"].update(lo=None, hi=None, resamples=0)
+        floor = ece_noise_floor(scores)
+        self.out["ece_floor"] = {"name": "ece_floor", "value": floor, "n": n, "lo": None, "hi": None, "resamples": 0}
 
 
 def _mean(x: np.ndarray) -> Callable[[np.ndarray], float | None]:
@@ -342,36 +342,34 @@ def _chunk_figures(name: str, rows: Sequence[Mapping[str, Any]], resamples: int,
 
 
 def batch_calibrated_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` (typed choice/score results) with each question's prior divided out, as
-    ``logitjudge evaluate --debias batch`` does: options matched by name
-    (:func:`logitjudge.rubrics.debias.batch_calibrate`), questions asked at least ``MIN_BATCH``
-    times, the others as answered; each adjusted result is scored again by the library's own
-    scorer, so choice, expected level, label and confidence follow the new distribution. A
-    question is known by the row's ``question`` (type, instructions, criteria; a criteria
-    object's keys in any order), as :func:`logitjudge.rubrics.debias.question_key` knows it."""
-    from logitjudge.engine.types import Answer, Option, Question
+    """``rows`` (typed choice/score results) as ``logitjudge evaluate --debias batch`` gives them:
+    each row's stored ``question`` becomes the engine question the run asked, the stored
+    distribution its answer, and :func:`logitjudge.rubrics.debias.batch_calibrated` adjusts them;
+    each adjusted result is scored again by the library's scorer, so choice, expected level,
+    label and confidence follow the new distribution. Rows without a stored question (runs from
+    before it was kept) are left as answered."""
+    from logitjudge.convert import question_to_engine
+    from logitjudge.engine.types import Answer, EngineResult, Usage
+    from logitjudge.rubrics.items import parse_typed_question
     from logitjudge.rubrics.scoring import Answered, score_typed_question
 
-    defn = default_registry().evaluators["typed_question"]
-    groups: dict[str, list[int]] = defaultdict(list)
+    answered: list[tuple[int, list[Any], EngineResult | None]] = []
     for i, rec in enumerate(rows):
-        question = {k: v for k, v in (rec.get("question") or {}).items() if k != "key"}
-        if question:  # rows of runs from before the question was stored are left as answered
-            groups[json.dumps(question, sort_keys=True)].append(i)
-    out = list(rows)
-    for members in groups.values():
-        if len(members) < MIN_BATCH:
+        res = rec["results"]["typed_question"]
+        if not rec.get("question"):
+            answered.append((i, [None], None))
             continue
-        names = sorted(rows[members[0]]["results"]["typed_question"]["answer"]["probabilities"])
-        probs = [rows[i]["results"]["typed_question"]["answer"]["probabilities"] for i in members]
-        adjusted = batch_calibrate(np.array([[p[k] for k in names] for p in probs]))
-        for i, p, q in zip(members, probs, adjusted, strict=True):
-            res = rows[i]["results"]["typed_question"]
-            by_name = dict(zip(names, q.tolist(), strict=True))
-            legend = res.get("legend") or {}
-            question = Question(res["answer"]["type"], None, tuple(Option(k, legend.get(k)) for k in p))
-            answer = Answer(question.type, tuple(by_name[k] for k in p), res["answer"].get("x_option_mass", 1.0))
-            scored = score_typed_question(defn, [Answered(question, answer)], float(res.get("threshold", 0.5)))
+        q = question_to_engine(parse_typed_question(rec["question"]))
+        probs = res["answer"]["probabilities"]
+        answer = Answer(q.type, tuple(probs[o.name] for o in q.options), res["answer"].get("x_option_mass", 1.0))
+        answered.append((i, [q], EngineResult((answer,), Usage(0))))
+    defn = default_registry().evaluators["typed_question"]
+    out = list(rows)
+    adjusted, _ = batch_calibrated(answered)
+    for (i, questions, response), (_, _, before) in zip(adjusted, answered, strict=True):
+        if isinstance(response, EngineResult) and response is not before:
+            threshold = float(rows[i]["results"]["typed_question"].get("threshold", 0.5))
+            scored = score_typed_question(defn, [Answered(questions[0], response.answers[0])], threshold)
             out[i] = {**rows[i], "results": {"typed_question": scored.model_dump(mode="json", exclude_none=True)}}
     return out
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorSummary, Item, ItemResult
 from logitjudge.errors import InvalidRequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
+from logitjudge.rubrics.debias import DebiasMode
 from logitjudge.rubrics.items import normalize_row
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, plan_item, run_plans
@@ -96,7 +97,7 @@ def iter_evaluate(
     thresholds: Mapping[str, float] | None = None,
     batch_size: int = 8,
     registry: Registry | None = None,
-    debias: str = "none",
+    debias: DebiasMode = "none",
 ) -> Iterator[tuple[Item, ItemResult]]:
     """Evaluate lazily, yielding ``(item, result)`` pairs in order as batches finish.
 
@@ -135,7 +136,7 @@ def evaluate(
     batch_size: int = 8,
     positive: Literal["passed", "failed"] = "passed",
     registry: Registry | None = None,
-    debias: str = "none",
+    debias: DebiasMode = "none",
 ) -> EvaluationRun:
     """Evaluate ``items`` with ``evaluators`` (names, suites, or ``"auto"``) and summarise.
 

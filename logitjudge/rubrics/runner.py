@@ -29,7 +29,7 @@ from logitjudge.convert import check_state, with_rotations
 from logitjudge.engine.calibration import evaluator_key
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
-from logitjudge.rubrics.debias import DEBIAS_MODES, batch_calibrated
+from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.scoring import Answered, errored, score_answers, skipped
@@ -272,7 +272,7 @@ def run_plans(
     strict: bool = False,
     batch_size: int = 8,
     registry: Registry | None = None,
-    debias: str = "none",
+    debias: DebiasMode = "none",
     debias_report: dict[str, int] | None = None,
 ) -> Iterator[ItemResult]:
     """Send planned items to the judge and yield one :class:`ItemResult` per item, in order.

@@ -41,7 +41,7 @@ from logitjudge.engine.types import EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
-from logitjudge.rubrics.debias import DebiasMode
+from logitjudge.rubrics.debias import MIN_BATCH, DebiasMode
 from logitjudge.rubrics.definitions import ITEM_FIELDS
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, debiased, finish_plan, plan_item
@@ -73,7 +73,7 @@ class EvaluateRequest(Item):
     x_debias: DebiasMode = Field(
         default="none",
         description="extension, batch form only: `batch` divides each typed choice/score question's prior "
-        "(its mean answer over the items asking it, at least 10) out of its answers (batch calibration)",
+        f"(its mean answer over the items asking it, at least {MIN_BATCH}) out of its answers (batch calibration)",
     )
 
 
@@ -117,7 +117,9 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
     return plans, batch
 
 
-Answers = tuple[EngineResult | LogitJudgeError | None, EngineResult | LogitJudgeError | None]
+Response = EngineResult | LogitJudgeError | None
+"""One engine request's answer, the error it raised, or None (not asked)."""
+Answers = tuple[Response, Response]
 """The item's engine answer and its contrast twin's (None: not asked)."""
 
 
@@ -186,7 +188,9 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
     scalings = state.judge.evaluator_scalings
 
-    async def one(plan: ItemPlan) -> tuple[ItemPlan, EngineResult | LogitJudgeError | None, Any]:
+    async def one(
+        plan: ItemPlan,
+    ) -> tuple[ItemPlan, EngineResult | LogitJudgeError | None, EngineResult | LogitJudgeError | None]:
         async with gate:
             twin: EngineResult | LogitJudgeError | None = None
             try:
