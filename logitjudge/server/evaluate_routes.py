@@ -141,7 +141,7 @@ async def _answer(state: ServerState, plan: ItemPlan, *, raise_errors: bool) -> 
     if twin is not None:
         requests.append(twin)
     got = await asyncio.gather(*(state.answer_engine(r) for r in requests), return_exceptions=True)
-    out: list[EngineResult | LogitJudgeError | None] = []
+    out: list[Response] = []
     for g in got:
         if isinstance(g, LogitJudgeError):
             if raise_errors:
@@ -188,11 +188,9 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
     scalings = state.judge.evaluator_scalings
 
-    async def one(
-        plan: ItemPlan,
-    ) -> tuple[ItemPlan, EngineResult | LogitJudgeError | None, EngineResult | LogitJudgeError | None]:
+    async def one(plan: ItemPlan) -> tuple[ItemPlan, Response, Response]:
         async with gate:
-            twin: EngineResult | LogitJudgeError | None = None
+            twin: Response = None
             try:
                 response, twin = await _answer(state, plan, raise_errors=False)
             except LogitJudgeError as exc:
