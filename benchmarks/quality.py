@@ -504,9 +504,15 @@ def run_set(
     seed: int = 0,
     registry: Registry | None = None,
     types: frozenset[str] | None = None,
+    exclude: frozenset[str] = frozenset(),
 ) -> tuple[list[dict[str, Any]], float]:
-    """Evaluate one set; returns the result rows (as ``logitjudge evaluate`` writes them) and seconds."""
-    rows = select_rows(_read_rows(path), limit, seed, types)
+    """Evaluate one set; returns the result rows (as ``logitjudge evaluate`` writes them) and seconds.
+
+    ``exclude``: source items (:func:`~logitjudge.rubrics.samples.item_group`) whose rows are left
+    out before sampling (``--exclude``: the items a calibration was fitted on).
+    """
+    kept = [r for r in _read_rows(path) if item_group(str(r.get("id"))) not in exclude]
+    rows = select_rows(kept, limit, seed, types)
     t0 = time.perf_counter()
     run = evaluate(judge, rows, "auto", batch_size=batch_size, registry=registry)
     elapsed = time.perf_counter() - t0
@@ -775,6 +781,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--tag", default=None, help="suffix of the output file names")
     ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument(
+        "--exclude",
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="earlier runs of this script: every row of their source items is left out before sampling "
+        "(figures on items a calibration fitted on them never saw)",
+    )
     ap.add_argument("--data", default=str(DATA), help="folder of <set>/dev.jsonl")
     ap.add_argument("--out-dir", default=str(RESULTS))
     ap.add_argument(
@@ -803,6 +817,14 @@ def main(argv: list[str] | None = None) -> int:
         paths = [p for p in paths if any(select_rows(_read_rows(p), None, types=types))]
         if not paths:
             ap.error(f"--types {args.types}: no rows of these types in the chosen sets")
+
+    exclude: set[str] = set()
+    for name in args.exclude or ():
+        try:
+            earlier = json.loads(Path(name).read_text())
+            exclude.update(item_group(str(r["id"])) for rows in earlier["items"].values() for r in rows)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            ap.error(f"--exclude {name}: not a result JSON of this script ({exc})")
 
     from logitjudge.judge import Judge
 
@@ -845,6 +867,8 @@ def main(argv: list[str] | None = None) -> int:
             "variants": None if registry is None else json.loads(Path(args.variants).read_text()),
             "sets": [p.parent.name for p in paths],
             "types": sorted(types) if types else None,
+            "exclude": args.exclude,
+            "excluded_items": len(exclude),
         },
         "environment": {
             "python": platform.python_version(),
@@ -863,7 +887,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     for path in paths:
         name = path.parent.name
-        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed, registry, types)
+        records, elapsed = run_set(
+            judge, path, args.limit, args.batch_size, args.seed, registry, types, frozenset(exclude)
+        )
         record["sets"][name] = {
             "n_items": len(records),
             "elapsed_s": round(elapsed, 2),

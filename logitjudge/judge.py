@@ -288,8 +288,9 @@ class Judge:
 
     @property
     def evaluator_scalings(self) -> dict[str, Any]:
-        """``"<evaluator>@<version>"`` -> the calibration's scaling of its yes/no score (empty when none):
-        what the rubric scorer applies (:func:`logitjudge.rubrics.scoring.score_probability`)."""
+        """``"<evaluator>@<version>"`` -> the calibration's scaling of its 0..1 score (empty when none):
+        what the rubric scorer applies (:func:`logitjudge.rubrics.scoring.score_probability`,
+        :func:`~logitjudge.rubrics.scoring.score_rubric`)."""
         cal = getattr(self.engine, "calibration", None)
         return dict(cal.evaluators) if cal is not None else {}
 

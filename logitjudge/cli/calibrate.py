@@ -6,6 +6,8 @@
     logitjudge calibrate ../shared/data/vitaminc/dev.jsonl --out calib.json --report reliability.png
     # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
     logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
+    # only evaluator scalings, on top of the shipped file's buckets (which stay as they are)
+    logitjudge calibrate quality-...-halueval_qa_recall_derived-raw.json --base shipped --out calib.json
 
 What it computes and how: :mod:`logitjudge.rubrics.calibrate`. This module is the command: its flags,
 reading the inputs, printing and writing.
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, load_judge
-from logitjudge.engine.calibration import NONE, SHIPPED
+from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
 from logitjudge.rubrics.samples import samples_from_rows
@@ -87,6 +89,13 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="comma-separated question types that get engine scalings (noul, choice, score; default all); "
         "a bucket scales every question of its type and option count, evaluators' rubric questions included",
+    )
+    p.add_argument(
+        "--base",
+        default=None,
+        help="'shipped' or a calibration file fitted for the same engine: keep its engine buckets as they "
+        "are and fit only evaluator scalings on top of them (a kept one replaces the base's for that evaluator); "
+        "the inputs are still uncalibrated runs",
     )
     p.add_argument("--batch-size", type=int, default=4)
     add_model_args(p)
@@ -199,9 +208,25 @@ def run_calibrate(args: argparse.Namespace) -> int:
         types = [t.strip() for t in args.types.split(",") if t.strip()]
         if unknown := sorted(set(types) - {"noul", "choice", "score"}):
             return _fail(f"--types: {', '.join(unknown)}: not a question type (noul, choice, score)")
+    base = None
+    if args.base is not None:
+        if types:
+            return _fail("--types and --base: with a base no engine bucket is fitted")
+        try:
+            base = shipped_for(fitted_for) if args.base == SHIPPED else Calibration.load(args.base)
+            if base is None:
+                return _fail(f"--base shipped: no shipped calibration is fitted for {fitted_for.get('model')!r}")
+            base.check(fitted_for)
+        except LogitJudgeError as exc:
+            return _fail(f"--base {args.base}: {exc.message}")
+        print(f"base: {base.origin or args.base} ({base.digest}); its engine buckets are kept as they are")
     meta = {"data": list(args.labelled), **({"types": types} if types else {})}
-    cal, report = fit_and_report(samples, fitted_for, holdout=args.holdout, seed=args.seed, meta=meta, types=types)
+    cal, report = fit_and_report(
+        samples, fitted_for, holdout=args.holdout, seed=args.seed, meta=meta, types=types, base=base
+    )
     print_report(report)
+    if base is not None and cal.evaluators == base.evaluators:
+        return _fail(f"no evaluator scaling kept on top of the base (reasons above); {args.out} not written", 1)
     if not cal.scalings and not cal.evaluators:
         return _fail(
             "no scaling kept: every fit was refused because it did not lower the cross-validated or the "

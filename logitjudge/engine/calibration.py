@@ -42,14 +42,17 @@ were fitted for, and to no other: any other model, prompt version or dtype runs 
 off.
 
 **Evaluator scalings** (``Calibration.evaluators``, the file's optional ``"evaluators"``): the
-same two-option scaling applied to the yes/no *score* of a ``probability`` evaluator (by name),
-after the engine's buckets: ``q = softmax(log (s, 1 - s) / T + (b, 0))_0 = sigmoid(logit(s) / T
-+ b)``, i.e. Platt scaling of the score's logit (Platt 1999, "Probabilistic outputs for support
-vector machines"). It exists for contrast scores (faithfulness v2, ``sigmoid(logit p - logit
-p0)``): a bucket's bias added to both answers cancels in the difference, so only a scaling of
-the score itself can move its threshold crossing. The rubric scorer applies it
-(:func:`logitjudge.rubrics.scoring.score_probability`); fitting and the held-out refusal are the
-same as for buckets (:mod:`logitjudge.rubrics.calibrate`).
+same two-option scaling applied to the 0..1 *score* of a ``probability`` or ``rubric`` evaluator
+(by name), after the engine's buckets: ``q = softmax(log (s, 1 - s) / T + (b, 0))_0 =
+sigmoid(logit(s) / T + b)``, i.e. Platt scaling of the score's logit (Platt 1999, "Probabilistic
+outputs for support vector machines"), bias within :data:`EVALUATOR_BIAS_RANGE`; the scaled score
+is the probability that the item passes (gold ``passed``). It exists for scores that no bucket can
+move across their threshold: contrast scores (faithfulness v2, ``sigmoid(logit p - logit p0)``: a
+bucket's bias added to both answers cancels in the difference) and a rubric's ``E[level] / (L-1)``
+(context_recall: the expected level ranks the items but sits in a narrow band, so the hosted 0.75
+threshold passes none of them). The rubric scorer applies it
+(:func:`logitjudge.rubrics.scoring.score_probability`, :func:`~logitjudge.rubrics.scoring.score_rubric`);
+fitting and the held-out refusal are the same as for buckets (:mod:`logitjudge.rubrics.calibrate`).
 
 The readout stage applies it: ``Engine.set_calibration`` hands the calibration to the engine's
 :class:`~logitjudge.engine.readout.Readout`, whose ``final_distributions`` scales each question
@@ -92,6 +95,7 @@ __all__ = [
     "FITTED_FOR_KEYS",
     "TEMPERATURE_RANGE",
     "BIAS_RANGE",
+    "EVALUATOR_BIAS_RANGE",
     "SHIPPED",
     "SHIPPED_DIR",
     "shipped_for",
@@ -104,6 +108,10 @@ TEMPERATURE_RANGE = (0.05, 20.0)
 """Clamp of ``T``: below 0.05 a distribution is made near one-hot, above 20 near uniform."""
 BIAS_RANGE = (-5.0, 5.0)
 """Clamp of each bias term (log-odds units: a factor of e^5 ~ 150 at most)."""
+EVALUATOR_BIAS_RANGE = (-20.0, 20.0)
+"""Clamp of an evaluator scaling's bias. A score can sit far from 0.5 for every item (a rubric's
+E[level]/(L-1) lies in [0.54, 0.75] on the whole recall set), so the Platt intercept that puts
+its crossing between the classes, ``-logit(cut) / T``, can pass 5 by far (about -13 there)."""
 MIN_SAMPLES = 8
 MIN_BIAS_SAMPLES_PER_OPTION = 10
 CV_FOLDS = 5
@@ -180,12 +188,19 @@ def _nll(params: np.ndarray, logp: np.ndarray, gold: np.ndarray, with_bias: bool
     return float((lse - z[np.arange(len(gold)), gold]).mean())
 
 
-def fit_scaling(samples: Sequence[LabelledDistribution], *, allow_bias: bool = True) -> tuple[Scaling, dict[str, Any]]:
+def fit_scaling(
+    samples: Sequence[LabelledDistribution],
+    *,
+    allow_bias: bool = True,
+    bias_range: tuple[float, float] = BIAS_RANGE,
+) -> tuple[Scaling, dict[str, Any]]:
     """Fit one bucket's scaling by minimising NLL (scipy L-BFGS-B within the clamp ranges).
 
     Args:
         samples: distributions with one option count (unless ``allow_bias`` is False).
         allow_bias: consider a per-option bias (chosen by AIC, see the module docstring).
+        bias_range: the clamp of each bias term (:data:`BIAS_RANGE`; an evaluator scaling's:
+            :data:`EVALUATOR_BIAS_RANGE`).
 
     Returns:
         The scaling and a record ``{"nll_before", "nll_after", "aic_temperature", "aic_bias"}``.
@@ -193,7 +208,7 @@ def fit_scaling(samples: Sequence[LabelledDistribution], *, allow_bias: bool = T
     from scipy.optimize import minimize
 
     t_lo, t_hi = TEMPERATURE_RANGE
-    b_lo, b_hi = BIAS_RANGE
+    b_lo, b_hi = bias_range
     counts = {len(s.probs) for s in samples}
     if allow_bias and len(counts) != 1:
         raise ValueError(f"a bias needs one option count per bucket, got {sorted(counts)}")
@@ -253,7 +268,11 @@ def nll_of(samples: Sequence[LabelledDistribution], scaling: Scaling | None = No
 
 
 def cross_validated_nll(
-    samples: Sequence[LabelledDistribution], *, allow_bias: bool = True, folds: int = CV_FOLDS
+    samples: Sequence[LabelledDistribution],
+    *,
+    allow_bias: bool = True,
+    folds: int = CV_FOLDS,
+    bias_range: tuple[float, float] = BIAS_RANGE,
 ) -> tuple[float, float] | None:
     """Out-of-fold NLL without and with the scaling :func:`fit_scaling` would fit.
 
@@ -272,17 +291,19 @@ def cross_validated_nll(
         return None
     before = after = 0.0
     for train, test in GroupKFold(n_splits=k).split(np.zeros((len(samples), 1)), groups=groups):
-        scaling, _ = fit_scaling([samples[i] for i in train], allow_bias=allow_bias)
+        scaling, _ = fit_scaling([samples[i] for i in train], allow_bias=allow_bias, bias_range=bias_range)
         held = [samples[i] for i in test]
         before += nll_of(held) * len(held)
         after += nll_of(held, scaling) * len(held)
     return before / len(samples), after / len(samples)
 
 
-def fit_checked(group: Sequence[LabelledDistribution], allow_bias: bool) -> tuple[Scaling | None, dict[str, Any]]:
+def fit_checked(
+    group: Sequence[LabelledDistribution], allow_bias: bool, bias_range: tuple[float, float] = BIAS_RANGE
+) -> tuple[Scaling | None, dict[str, Any]]:
     """Fit one bucket; None (identity) unless it lowers the out-of-fold NLL by MIN_NLL_GAIN."""
-    scaling, record = fit_scaling(group, allow_bias=allow_bias)
-    cv = cross_validated_nll(group, allow_bias=allow_bias)
+    scaling, record = fit_scaling(group, allow_bias=allow_bias, bias_range=bias_range)
+    cv = cross_validated_nll(group, allow_bias=allow_bias, bias_range=bias_range)
     record["cv_nll_before"], record["cv_nll_after"] = cv if cv is not None else (None, None)
     record["temperature"] = scaling.temperature
     if cv is None:
@@ -450,8 +471,9 @@ class Calibration:
                     if not isinstance(s["bias"], list) or len(s["bias"]) < 2:
                         raise bad(f"{where}.bias must be a list of at least 2 numbers")
                     bias = tuple(number(b, f"{where}.bias") for b in s["bias"])
-                    if not all(BIAS_RANGE[0] <= b <= BIAS_RANGE[1] for b in bias):
-                        raise bad(f"{where}.bias outside {BIAS_RANGE}")
+                    lo, hi = EVALUATOR_BIAS_RANGE if section == "evaluators" else BIAS_RANGE
+                    if not all(lo <= b <= hi for b in bias):
+                        raise bad(f"{where}.bias outside {(lo, hi)}")
                     if bias[-1] != 0.0:
                         raise bad(f"{where}.bias: the last option's bias must be 0 (it is the reference)")
                     if section == "evaluators" and len(bias) != 2:

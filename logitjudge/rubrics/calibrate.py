@@ -8,6 +8,8 @@ The logic behind ``logitjudge calibrate`` (the command: :mod:`logitjudge.cli.cal
     logitjudge calibrate ../shared/data/vitaminc/dev.jsonl --out calib.json --report reliability.png
     # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
     logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
+    # evaluator scalings only, on top of the shipped file's buckets (raw runs of the same engine)
+    logitjudge calibrate quality-...-halueval_qa_recall_derived-raw.json --base shipped --out calib.json
 
 Steps:
 
@@ -17,10 +19,12 @@ Steps:
    ``GroupShuffleSplit``, seeded) into a fitting part and a held-out part (``--holdout``, the
    share of source items held out, default 0.5);
 3. fit per bucket on the fitting part (:func:`logitjudge.engine.calibration.fit`), which keeps a
-   scaling only when it lowers the cross-validated NLL; contrast scores (faithfulness v2) are
-   not one engine answer and take no part in it. Then, on top of the buckets kept, a scaling of
-   each ``probability`` evaluator's score (:func:`fit_evaluators`: Platt scaling; for a contrast
-   score the only scaling that can move its threshold crossing), kept on the same terms;
+   scaling only when it lowers the cross-validated NLL; contrast scores (faithfulness v2) and
+   rubric scores (context_recall) are not one engine answer and take no part in it. Then, on top
+   of the buckets kept, a scaling of each ``probability`` and ``rubric`` evaluator's score
+   (:func:`fit_evaluators`: Platt scaling; for a contrast or rubric score the only scaling that
+   can move its threshold crossing), kept on the same terms. With ``--base`` (a calibration file,
+   or ``shipped``) step 3 keeps the base's buckets and fits only these evaluator scalings;
 4. **refuse** every scaling that does not lower the NLL of the held-out samples it applies to by
    :data:`~logitjudge.engine.calibration.MIN_NLL_GAIN` (that bucket stays uncalibrated); when
    nothing is left the command writes no file and exits 1, saying so;
@@ -47,7 +51,9 @@ from typing import Any
 
 import numpy as np
 
+from logitjudge.engine.answers import noul_distribution
 from logitjudge.engine.calibration import (
+    EVALUATOR_BIAS_RANGE,
     MIN_NLL_GAIN,
     MIN_SAMPLES,
     Calibration,
@@ -130,8 +136,16 @@ def _as_fit(samples: Sequence[Sample]) -> list[LabelledDistribution]:
     return [LabelledDistribution(s.type, s.probs, s.gold, item_group(s.id)) for s in samples]
 
 
+def _engine_answer(s: Sample) -> bool:
+    """The sample is one engine answer (not a contrast score, not a rubric's score)."""
+    return not s.contrast and s.levels is None
+
+
 def _as_answer(s: Sample) -> Sample:
-    """The sample as the engine answers it: a contrast score is two noul answers."""
+    """The sample as the engine answers it: a contrast score is two noul answers, a rubric's
+    score one score answer over its levels."""
+    if s.levels is not None:
+        return replace(s, type="score", probs=s.levels, gold=0)
     return replace(s, type="noul", probs=(0.5, 0.5)) if s.contrast else s
 
 
@@ -183,8 +197,12 @@ def _engine_view(cal: Calibration, s: Sample) -> tuple[float, ...]:
 
     A contrast score ``sigmoid(logit p - logit p0)`` of two noul answers, each scaled by the
     bucket's ``softmax(log p / T + b)``, becomes ``sigmoid((logit p - logit p0) / T)``: the
-    temperature alone (the bias cancels in the difference).
+    temperature alone (the bias cancels in the difference). A rubric's score is recomputed,
+    ``E[level] / (L-1)``, from its levels as the score bucket scales them.
     """
+    if s.levels is not None:
+        levels = cal.apply("score", s.levels)
+        return noul_distribution(min(1.0, max(0.0, sum(i * p for i, p in enumerate(levels)) / (len(levels) - 1))))
     if not s.contrast:
         return tuple(cal.apply(s.type, s.probs))
     scaling = cal.scaling_for("noul", 2)
@@ -206,7 +224,7 @@ def _calibrated(cal: Calibration, samples: Sequence[Sample]) -> list[Sample]:
 def fit_evaluators(
     cal: Calibration, fit_part: Sequence[Sample], held: Sequence[Sample]
 ) -> tuple[dict[str, Scaling], dict[str, Scaling], dict[str, Any], dict[str, str]]:
-    """Fit a scaling of each ``probability`` evaluator's score on top of ``cal``'s buckets.
+    """Fit a scaling of each ``probability`` or ``rubric`` evaluator's score on top of ``cal``'s buckets.
 
     Per evaluator and version (:attr:`Sample.score_level` samples, grouped by
     :func:`~logitjudge.engine.calibration.evaluator_key` of ``source`` and ``version``) with at least
@@ -236,7 +254,7 @@ def fit_evaluators(
         if len(group) < MIN_SAMPLES:
             continue
         key = f"evaluator:{name}"
-        scaling, records[key] = fit_checked(_as_fit(group), allow_bias=True)
+        scaling, records[key] = fit_checked(_as_fit(group), allow_bias=True, bias_range=EVALUATOR_BIAS_RANGE)
         if scaling is None:
             refused[key] = records[key]["refused"]
             continue
@@ -306,8 +324,15 @@ def fit_and_report(
     seed: int = 0,
     meta: Mapping[str, Any] | None = None,
     types: Collection[str] | None = None,
+    base: Calibration | None = None,
 ) -> tuple[Calibration, dict[str, Any]]:
     """Fit on the fitting part, refuse what does not help the held-out part, report both.
+
+    With ``base`` (``logitjudge calibrate --base``), no engine bucket is fitted: ``base``'s
+    buckets are kept as they are (every figure measured under them stays valid) and only
+    evaluator scalings are fitted on top of them; an evaluator scaling kept replaces ``base``'s
+    for the same evaluator, the others of ``base`` stay. The file's ``meta`` is ``base``'s, with
+    this fit appended to ``meta["evaluator_refits"]`` (``meta``, ``base``: its digest, ``report``).
 
     ``types`` (``noul``, ``choice``, ``score``; default all) limits the engine buckets fitted to
     those question types; the others stay unscaled, and are still reported. An engine bucket
@@ -324,13 +349,21 @@ def fit_and_report(
         and ``flattening`` (``{key: warning}``).
     """
     fit_part, held = split(samples, holdout, seed)
-    # engine buckets: one engine answer per sample (a contrast score is two: its evaluator's)
-    fitted = fit(_as_fit([s for s in fit_part if not s.contrast and (types is None or s.type in types)]), fitted_for)
-    kept, refused_held = refuse_worse(fitted, held)
-    refused = {k: r["refused"] for k, r in fitted.meta["fits"].items() if r.get("refused")}
-    refused.update(refused_held)
+    if base is None:
+        # engine buckets: one engine answer per sample (a contrast score is two: its evaluator's)
+        engine = [s for s in fit_part if _engine_answer(s) and (types is None or s.type in types)]
+        fitted = fit(_as_fit(engine), fitted_for)
+        kept, refused_held = refuse_worse(fitted, held)
+        refused = {k: r["refused"] for k, r in fitted.meta["fits"].items() if r.get("refused")}
+        refused.update(refused_held)
+    else:  # the base's buckets as they are
+        fitted = kept = Calibration(base.fitted_for, dict(base.scalings), {"fits": {}})
+        refused = {}
     fitted_evaluators, kept_evaluators, evaluator_fits, evaluator_refused = fit_evaluators(kept, fit_part, held)
     refused.update(evaluator_refused)
+    if base is not None:
+        fitted_evaluators = {**base.evaluators, **fitted_evaluators}
+        kept_evaluators = {**base.evaluators, **kept_evaluators}
     # "after" in the report: the engine buckets as fitted, the evaluator scalings fitted over the kept ones
     fitted = replace(fitted, evaluators=fitted_evaluators)
     kept = replace(kept, evaluators=kept_evaluators)
@@ -362,7 +395,12 @@ def fit_and_report(
         "refused": refused,
         "flattening": _flattening(fitted),
     }
-    cal = Calibration(kept.fitted_for, kept.scalings, {**(meta or {}), "report": report}, kept.evaluators)
+    if base is None:
+        out_meta = {**(meta or {}), "report": report}
+    else:
+        refit = {**(meta or {}), "base": base.digest, "report": report}
+        out_meta = {**base.meta, "evaluator_refits": [*base.meta.get("evaluator_refits", []), refit]}
+    cal = Calibration(kept.fitted_for, kept.scalings, out_meta, kept.evaluators)
     return cal, report
 
 

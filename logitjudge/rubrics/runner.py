@@ -32,7 +32,7 @@ from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
 from logitjudge.rubrics.questions import build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.scoring import Answered, errored, score_answers, skipped
+from logitjudge.rubrics.scoring import SCALED_SCORINGS, Answered, errored, score_answers, skipped
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
@@ -217,8 +217,8 @@ def finish_plan(
     None when the item made no engine call. ``contrast`` is the answer to
     :meth:`ItemPlan.contrast_request` (or its error: the contrast evaluators are ``error``).
     ``scalings``: the calibration's scaling of each evaluator's score, by
-    ``"<name>@<version>"`` (``Judge.evaluator_scalings``), for the ``probability`` evaluators
-    it names.
+    ``"<name>@<version>"`` (``Judge.evaluator_scalings``), for the ``probability`` and
+    ``rubric`` evaluators it names.
     """
     results: dict[str, EvaluatorResult] = dict(plan.early)
     usage = EvaluateUsage()
@@ -250,7 +250,7 @@ def finish_plan(
                 baseline = [base_id[i] for i in ids]
             try:
                 scaling = None
-                if defn.scoring == "probability":  # the only scoring with a score scaling
+                if defn.scoring in SCALED_SCORINGS:  # the scorings with a score scaling
                     scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
                 scored = score_answers(defn, own, thresholds.get(defn.name), baseline, scaling)
             except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question

@@ -26,10 +26,14 @@ faithfulness-like   ``probabilities`` yes/no of a yes/no         0 (true) when `
 chunk_support       each chunk's ``probabilities`` (choice, 3)   the chunk's gold label
 chunk_relevance     each chunk's ``probability`` (noul)          0 when the chunk is relevant
 typed_question      the System One answer (noul, choice, score)  ``gold.answer``
+rubric              its score ``(s, 1 - s)``, s = E[level]/(L-1), 0 (true) when ``gold.passed``
+(answer_correctness, with ``levels`` = the level distribution
+context_recall)
 =================== ============================================ ==============================
 
-Rubric evaluators judged against a binary label (answer_correctness, context_recall) give no
-sample: a yes/no label does not say which of the 4 levels was right.
+A rubric evaluator judged against a binary label gives a **score-level** sample only (what its
+evaluator scaling is fitted on), never a sample of the score question's engine bucket: a yes/no
+label does not say which of the 4 levels was right.
 
 Metrics (all on the distributions exactly as given):
 - ``nll``: mean ``-log p[gold]``;
@@ -198,10 +202,13 @@ class Sample:
         contrast: the distribution is a contrast score of two engine answers (a result with
             ``x_p_yes_without_context``), not one engine answer: calibration fits no engine
             bucket on it, only its evaluator's scaling.
-        score_level: the distribution is a ``probability`` evaluator's own yes/no score (what an
+        score_level: the distribution is a ``probability`` or ``rubric`` evaluator's own score (what an
             evaluator scaling of :class:`~logitjudge.engine.calibration.Calibration` applies to).
         version: the evaluator definition's version (``results[name].version``), for
             evaluator scalings, which hold for one version.
+        levels: for a rubric evaluator's score, the score question's level distribution it was
+            computed from (``probs`` = ``(s, 1 - s)``, s = sum_i i p_i / (L-1)): not one engine
+            noul answer, so, like a contrast score, it takes part in no engine bucket's fit.
     """
 
     id: str
@@ -212,6 +219,7 @@ class Sample:
     contrast: bool = False
     score_level: bool = False
     version: str = ""
+    levels: tuple[float, ...] | None = None
 
 
 def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> Sample | None:
@@ -262,6 +270,15 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
             continue
         yes_no = res.get("probabilities") or {}
         passed = (gold.get("passed") or {}).get(name)
+        if details is None and res.get("legend") is not None and isinstance(passed, bool):  # a rubric's score
+            by_level = sorted(yes_no, key=int) if all(str(k).isdigit() for k in yes_no) else []
+            if len(by_level) >= 2:
+                levels = tuple(float(yes_no[k]) for k in by_level)
+                score = sum(i * p for i, p in enumerate(levels)) / (len(levels) - 1)
+                version = str(res.get("version") or "")
+                yes_no_score = noul_distribution(score)
+                out.append(Sample(rid, name, "noul", yes_no_score, 0 if passed else 1, False, True, version, levels))
+            continue
         if details is None and res.get("legend") is None and set(yes_no) == {"yes", "no"} and isinstance(passed, bool):
             p = float(yes_no["yes"])
             contrast = res.get("x_p_yes_without_context") is not None

@@ -12,6 +12,7 @@ scoring        score                        label                  passed
 probability    p(yes)                       "nn% yes"              p >= threshold
  + contrast    sigmoid(logit p - logit p0)  "nn% yes"              score >= threshold
 rubric         E[level] / (L-1)             "x.x / L-1"            score >= threshold
+ + scaling     Platt of the score           as above               as above
 chunk_precision relevant / N (p_i >= 0.5)   "k/N relevant"         score >= threshold
 chunk_support  max(0, (S - C) / N)          "S supports, C ..."    no contradiction, score >= threshold
 claim_share    mean p_i over N claims       "k/N claims supported" score >= threshold
@@ -29,7 +30,7 @@ page's example (levels 2 and 3 at 5% / 95%, expected level 2.95, shown as "2.9 /
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "percent_label",
     "level_label",
     "score_answers",
+    "SCALED_SCORINGS",
     "score_probability",
     "contrast_probability",
     "score_rubric",
@@ -216,11 +218,25 @@ def _choice_fields(answer: Answered) -> dict[str, Any]:
     }
 
 
-def score_rubric(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
-    """One score question with L levels: score = E[level]/(L-1); passed when score >= threshold."""
+def score_rubric(
+    defn: EvaluatorDef, answers: Sequence[Answered], threshold: float, scaling: Scaling | None = None
+) -> EvaluatorResult:
+    """One score question with L levels: score = E[level]/(L-1); passed when score >= threshold.
+
+    With ``scaling`` (the calibration's scaling of this evaluator's score, Platt scaling: see
+    :mod:`logitjudge.engine.calibration`), score = ``scaling.apply(noul_distribution(s))[0]``, the
+    probability that the item passes; ``x_score_uncalibrated`` = E[level]/(L-1). The label (the
+    expected level), ``probabilities`` (per level) and ``confidence`` stay the score answer's.
+    """
     (answer,) = answers
     fields = _rubric_fields(answer)
-    return EvaluatorResult(**_base(defn, threshold), **fields, passed=fields["score"] >= threshold)
+    uncalibrated = None
+    if scaling is not None:
+        uncalibrated = fields["score"]
+        fields["score"] = _clip01(scaling.apply(noul_distribution(uncalibrated))[0])
+    return EvaluatorResult(
+        **_base(defn, threshold), **fields, passed=fields["score"] >= threshold, x_score_uncalibrated=uncalibrated
+    )
 
 
 def _yes_no_detail(index: int, p: float, probability: float | None = None) -> ChunkDetail:
@@ -361,7 +377,10 @@ def score_typed_question(defn: EvaluatorDef, answers: Sequence[Answered], thresh
     )
 
 
-_SCORERS = {
+SCALED_SCORINGS = ("probability", "rubric")
+"""The scorings whose score an evaluator scaling of the calibration applies to (one 0..1 score per item)."""
+
+_SCORERS: dict[str, Callable[[EvaluatorDef, Sequence[Answered], float], EvaluatorResult]] = {
     "probability": score_probability,
     "rubric": score_rubric,
     "chunk_precision": score_chunk_precision,
@@ -382,15 +401,20 @@ def score_answers(
 
     ``baseline``: the answers over the state without ``context``; required exactly when the
     evaluator has ``contrast`` (``ValueError`` otherwise). ``scaling``: the calibration's scaling
-    of this evaluator's score; only ``probability`` scoring has one (``ValueError`` otherwise).
+    of this evaluator's score; only ``probability`` and ``rubric`` scoring have one
+    (:data:`SCALED_SCORINGS`; ``ValueError`` otherwise).
     """
     limit = defn.threshold if threshold is None else threshold
     if (defn.contrast is not None) != (baseline is not None):
         raise ValueError(f"{defn.name}: contrast {defn.contrast!r} and baseline answers must come together")
-    if scaling is not None and defn.scoring != "probability":
-        raise ValueError(f"{defn.name}: a score scaling applies to probability scoring, not {defn.scoring!r}")
+    if scaling is not None and defn.scoring not in SCALED_SCORINGS:
+        raise ValueError(
+            f"{defn.name}: a score scaling applies to {' and '.join(SCALED_SCORINGS)} scoring, not {defn.scoring!r}"
+        )
     if defn.scoring == "probability":
         return score_probability(defn, answers, limit, baseline, scaling)
+    if defn.scoring == "rubric":
+        return score_rubric(defn, answers, limit, scaling)
     if defn.scoring == "claim_share":
         return score_claim_share(defn, answers, limit, baseline)
     return _SCORERS[defn.scoring](defn, answers, limit)
