@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         ["python", "benchmarks/threshold_transfer.py", *(sys.argv[1:] if argv is None else argv)]
     )
     stem = Path(args.out_dir) / f"threshold-transfer-{MODEL}"
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(markdown(result))
+    stem.parent.joinpath(stem.name + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    stem.parent.joinpath(stem.name + ".md").write_text(markdown(result))  # not with_suffix: "1.5b" has a dot
     print(markdown(result))
     return 0
 

@@ -110,7 +110,7 @@ BIAS_RANGE = (-5.0, 5.0)
 """Clamp of each bias term (log-odds units: a factor of e^5 ~ 150 at most)."""
 EVALUATOR_BIAS_RANGE = (-20.0, 20.0)
 """Clamp of an evaluator scaling's bias. A score can sit far from 0.5 for every item (a rubric's
-E[level]/(L-1) lies in [0.54, 0.75] on the whole recall set), so the Platt intercept that puts
+E[level]/(L-1) lies in [0.53, 0.75] on the 200 recall-set rows run), so the Platt intercept that puts
 its crossing between the classes, ``-logit(cut) / T``, can pass 5 by far (about -13 there)."""
 MIN_SAMPLES = 8
 MIN_BIAS_SAMPLES_PER_OPTION = 10

@@ -1,7 +1,7 @@
 """Evaluator scalings of rubric scores (context_recall's E[level]/3) and ``calibrate --base``.
 
 A rubric score ranks items but can sit in a narrow band (the default model's context_recall:
-0.54-0.75 for every item of the recall set), so the hosted 0.75 threshold passes none of them.
+0.53-0.75 for every item run of the recall set), so the hosted 0.75 threshold passes none of them.
 Its evaluator scaling (Platt over the score's logit) is fitted on score-level samples that take
 part in no engine bucket, and ``--base`` adds it on top of a calibration's buckets unchanged.
 """
