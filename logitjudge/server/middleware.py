@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import io
+import re
 import time
 from collections.abc import Iterable
 
@@ -73,6 +74,47 @@ def _not_utf8_json(body: bytearray) -> str | None:
         body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return f"the body is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+    return None
+
+
+MAX_JSON_DEPTH = 256
+"""Deepest nesting of arrays and objects a body may have. Python's parser stops at its recursion
+limit (about 1,000 levels), but a library may raise that limit for the whole process (torch's
+inductor sets at least 2,000 when it compiles), which would let a 1,000-deep body through to
+validation with another error; this bound holds whatever the limit (structured ``Text`` has its
+own, 64)."""
+
+_JSON_SYNTAX = re.compile(rb'[\[\]{}"\\]')
+
+
+def _too_deep(body: bytearray, limit: int = MAX_JSON_DEPTH) -> str | None:
+    """Why ``body`` nests arrays and objects more than ``limit`` deep, or ``None``.
+
+    Brackets inside strings do not count (a string ends at an unescaped quote). Bodies with at
+    most ``limit`` opening brackets are not scanned (C-speed counts); others are scanned over
+    their brackets, quotes and backslashes only.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return None
+    depth, in_string, skip = 0, False, -1
+    for match in _JSON_SYNTAX.finditer(body):
+        i = match.start()
+        if i == skip:
+            continue
+        c = body[i]
+        if in_string:
+            if c == 0x5C:  # backslash: the next byte is escaped
+                skip = i + 1
+            elif c == 0x22:
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return f"the body is nested more than {limit} levels deep (at byte {i})"
+        elif c in (0x5D, 0x7D):
+            depth -= 1
     return None
 
 
@@ -209,7 +251,7 @@ class BodyMiddleware:
 
         # JSON bodies are UTF-8 (RFC 8259 8.1): json.loads(bytes) would also guess UTF-16/32 from
         # a byte-order mark and accept them, whatever the docs say; refuse anything else here.
-        why = _not_utf8_json(body)
+        why = _not_utf8_json(body) or _too_deep(body)
         if why is not None:
             await _refuse(UnreadableBodyError(why), scope, receive, send)
             return

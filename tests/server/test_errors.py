@@ -483,3 +483,22 @@ def test_limits_out_of_range_are_refused_at_start(scripted_judge: Judge) -> None
     for bad in ({"max_questions": 0}, {"max_items": 0}, {"max_text_chars": 0}, {"max_body_bytes": 10}):
         with pytest.raises(ValueError):
             create_app(scripted_judge, **bad)
+
+
+def test_a_deep_body_is_json_invalid_whatever_the_recursion_limit(client: TestClient) -> None:
+    """Regression: torch's inductor raises the process's recursion limit to 2,000 when it compiles
+    (flex attention), after which Python's parser read a 1,000-deep body and validation answered
+    "field required" instead; the middleware's depth bound does not depend on that limit."""
+    import sys
+
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, 5000))
+    try:
+        for raw in (_DEEP_STATE, b"[" * 300 + b"]" * 300):
+            (d,) = assert_validation_shape(client.post("/v1/systemone", content=raw, headers=JSON))
+            assert d["loc"] == ["body"] and d["type"] == "json_invalid" and "256 levels" in d["msg"], d
+    finally:
+        sys.setrecursionlimit(before)
+    shallow = {**BODY, "state": {"rows": [[i, [i]] for i in range(400)]}}  # 800 brackets, 3 deep: not refused
+    r = client.post("/v1/systemone", content=json.dumps(shallow).encode(), headers=JSON)
+    assert r.status_code != 422 or all(d["type"] != "json_invalid" for d in r.json()["detail"]), r.text
