@@ -63,6 +63,29 @@ def _run_data_rows(judge: Any, rows: list[dict[str, Any]], batch_size: int) -> l
     return out
 
 
+def _share(text: str) -> float:
+    """``--holdout``: a share strictly between 0 and 1 (0 would check nothing, 1 fit nothing)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 < value < 1.0:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{text} must lie strictly between 0 and 1")
+    return value
+
+
+def _writable(path: str, flag: str, inputs: list[str]) -> str | None:
+    """Why ``path`` cannot be written as ``flag``'s file (checked before any work), or None."""
+    target = Path(path)
+    if target.is_dir():
+        return f"{flag} {path} is a directory"
+    if not target.parent.is_dir():
+        return f"{flag} {path}: the folder {target.parent} does not exist"
+    if any(target.resolve() == Path(name).resolve() for name in inputs):
+        return f"{flag} {path} is one of the labelled inputs; it would be overwritten"
+    return None
+
+
 def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``calibrate`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
@@ -79,7 +102,7 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, help="reliability diagram PNG (held-out part, before/after)")
     p.add_argument(
         "--holdout",
-        type=float,
+        type=_share,
         default=0.5,
         help="share of source items held out for the refusal check and the report (default 0.5)",
     )
@@ -159,14 +182,26 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """The ``calibrate`` subcommand (see the module docstring)."""
     if getattr(args, "calibration", None) not in (None, SHIPPED, NONE):
         return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
+    for flag, path in (("--out", args.out), ("--report", args.report)):
+        if path is not None and (why := _writable(path, flag, list(args.labelled))):
+            return _fail(why)
+    if args.report is not None and Path(args.report).suffix.lower() != ".png":
+        return _fail(f"--report {args.report}: the reliability diagram is a PNG (name it .png)")
+    types = None
+    if args.types:
+        types = [t.strip() for t in args.types.split(",") if t.strip()]
+        if unknown := sorted(set(types) - {"noul", "choice", "score"}):
+            return _fail(f"--types: {', '.join(unknown)}: not a question type (noul, choice, score)")
+    if types and args.base is not None:
+        return _fail("--types and --base: with a base no engine bucket is fitted")
     rows: list[dict[str, Any]] = []
     engines: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
     for name in args.labelled:
         try:
             results, engine, data = _read_input(Path(name))
-        except (OSError, ValueError) as exc:
-            return _fail(f"{name}: {exc}")
+        except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
+            return _fail(f"{name}: not labelled rows nor a benchmarks/quality.py result ({type(exc).__name__}: {exc})")
         rows += results
         pending += data
         if engine:
@@ -179,6 +214,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail("these results were scored under a calibration (x_score_uncalibrated); fit on uncalibrated runs")
     if any(e.get("calibration") for e in engines):
         return _fail("these distributions were produced under a calibration; fit on uncalibrated runs")
+    if not rows and not pending:
+        return _fail("the inputs hold no rows")
     fitted_for: dict[str, Any] | None = engines[0] if engines else None
     if pending or fitted_for is None:
         args.calibration = NONE  # fit on the raw distributions, never on the shipped calibration's
@@ -200,33 +237,32 @@ def run_calibrate(args: argparse.Namespace) -> int:
         if str(r.get("id")) not in seen:
             seen.add(str(r.get("id")))
             unique.append(r)
-    samples = samples_from_rows(unique)
+    try:
+        samples = samples_from_rows(unique)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        return _fail(f"malformed result rows ({type(exc).__name__}: {exc}); see logitjudge/rubrics/samples.py")
     if not samples:
         return _fail("no labelled distributions in the input (see logitjudge/rubrics/samples.py)")
-    types = None
-    if args.types:
-        types = [t.strip() for t in args.types.split(",") if t.strip()]
-        if unknown := sorted(set(types) - {"noul", "choice", "score"}):
-            return _fail(f"--types: {', '.join(unknown)}: not a question type (noul, choice, score)")
     base = None
     if args.base is not None:
-        if types:
-            return _fail("--types and --base: with a base no engine bucket is fitted")
         try:
             base = shipped_for(fitted_for) if args.base == SHIPPED else Calibration.load(args.base)
             if base is None:
-                return _fail(f"--base shipped: no shipped calibration is fitted for {fitted_for.get('model')!r}")
+                said = ", ".join(f"{k} {fitted_for.get(k)!r}" for k in ("model", "dtype", "prompt_version"))
+                return _fail(f"--base shipped: no shipped calibration matches these inputs' engine ({said})")
             base.check(fitted_for)
         except LogitJudgeError as exc:
-            return _fail(f"--base {args.base}: {exc.message}")
+            return _fail(f"--base: {exc.message}")
         print(f"base: {base.origin or args.base} ({base.digest}); its engine buckets are kept as they are")
     meta = {"data": list(args.labelled), **({"types": types} if types else {})}
     cal, report = fit_and_report(
         samples, fitted_for, holdout=args.holdout, seed=args.seed, meta=meta, types=types, base=base
     )
     print_report(report)
-    if base is not None and cal.evaluators == base.evaluators:
-        return _fail(f"no evaluator scaling kept on top of the base (reasons above); {args.out} not written", 1)
+    kept_now = [k for k in report["fits"] if k.startswith("evaluator:") and k not in report["refused"]]
+    if base is not None and not kept_now:
+        why = "reasons above" if report["refused"] else "no probability or rubric evaluator score had enough samples"
+        return _fail(f"no evaluator scaling kept on top of the base ({why}); {args.out} not written", 1)
     if not cal.scalings and not cal.evaluators:
         return _fail(
             "no scaling kept: every fit was refused because it did not lower the cross-validated or the "

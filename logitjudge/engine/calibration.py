@@ -499,7 +499,7 @@ class Calibration:
         """Read a calibration file (see :meth:`from_json`)."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
             raise CalibrationMismatchError(f"{path}: cannot read the calibration file: {exc}") from None
         return cls.from_json(data, source=str(path))
 

@@ -241,6 +241,18 @@ def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> 
     return None
 
 
+def _level_distribution(probs: Any) -> tuple[float, ...] | None:
+    """A rubric result's level probabilities ``{"0": p0, ..., "L-1": p}`` in level order, or None
+    unless they are exactly levels 0..L-1 (L >= 2), finite, non-negative and sum to 1 (within 1e-3)."""
+    if not isinstance(probs, Mapping) or len(probs) < 2 or set(probs) != {str(i) for i in range(len(probs))}:
+        return None
+    values = [probs[str(i)] for i in range(len(probs))]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 for v in values):
+        return None
+    levels = tuple(float(v) for v in values)
+    return levels if abs(sum(levels) - 1.0) <= 1e-3 else None
+
+
 def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
     """The labelled distributions of one result row (see the module docstring)."""
     gold = row.get("gold") or {}
@@ -271,9 +283,8 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
         yes_no = res.get("probabilities") or {}
         passed = (gold.get("passed") or {}).get(name)
         if details is None and res.get("legend") is not None and isinstance(passed, bool):  # a rubric's score
-            by_level = sorted(yes_no, key=int) if all(str(k).isdigit() for k in yes_no) else []
-            if len(by_level) >= 2:
-                levels = tuple(float(yes_no[k]) for k in by_level)
+            levels = _level_distribution(yes_no)
+            if levels is not None:
                 score = sum(i * p for i, p in enumerate(levels)) / (len(levels) - 1)
                 version = str(res.get("version") or "")
                 yes_no_score = noul_distribution(score)

@@ -168,3 +168,70 @@ def test_calibrate_base_writes_the_base_buckets_plus_the_new_scaling(tmp_path, c
     _quality_json(flat, rows, engine)
     assert main(["calibrate", str(flat), "--base", str(base), "--out", str(tmp_path / "y.json")]) == 1
     assert not (tmp_path / "y.json").exists()
+
+
+def test_calibrate_base_again_on_its_own_output_writes_and_appends_the_refit(tmp_path):
+    """Regression: a refit equal to the base's scaling was taken for "nothing kept" (exit 1)."""
+    from logitjudge.cli import main
+
+    engine = {**FITTED_FOR, "model": "toy", "calibration": None}
+    base = tmp_path / "base.json"
+    BASE.save(base)
+    data = tmp_path / "recall-raw.json"
+    _quality_json(data, _recall_rows(300, 7), engine)
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert main(["calibrate", str(data), "--base", str(base), "--out", str(first)]) == 0
+    assert main(["calibrate", str(data), "--base", str(first), "--out", str(second)]) == 0
+    again = Calibration.load(second)
+    assert again.evaluators == Calibration.load(first).evaluators  # the same data refits the same scaling
+    assert [r["base"] for r in again.meta["evaluator_refits"]] == [BASE.digest, Calibration.load(first).digest]
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--out", "{data}"], "one of the labelled inputs"),
+        (["--out", "{tmp}"], "is a directory"),
+        (["--out", "{tmp}/missing/x.json"], "does not exist"),
+        (["--out", "{tmp}/x.json", "--report", "{tmp}/r.txt"], "PNG"),
+        (["--out", "{tmp}/x.json", "--base", "{tmp}/latin1.json"], "cannot read the calibration file"),
+        (["--out", "{tmp}/x.json", "--base", "{base}", "--types", "noul"], "--types and --base"),
+    ],
+)
+def test_calibrate_refuses_bad_flags_before_any_work(tmp_path, capsys, flags, said):
+    from logitjudge.cli import main
+
+    data = tmp_path / "recall-raw.json"
+    _quality_json(data, _recall_rows(40, 8), {**FITTED_FOR, "model": "toy", "calibration": None})
+    BASE.save(tmp_path / "base.json")
+    (tmp_path / "latin1.json").write_bytes('{"format": 1, "x": "caf\u00e9"}'.encode("latin-1"))
+    subst = {"data": str(data), "tmp": str(tmp_path), "base": str(tmp_path / "base.json")}
+    before = data.read_bytes()
+    assert main(["calibrate", str(data), *[f.format(**subst) for f in flags]]) == 2
+    assert said in capsys.readouterr().err
+    assert data.read_bytes() == before
+
+
+@pytest.mark.parametrize("share", ["0", "1", "nan", "-0.5", "x"])
+def test_calibrate_holdout_must_lie_strictly_between_0_and_1(tmp_path, share):
+    from logitjudge.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", "x.json", "--out", str(tmp_path / "c.json"), "--holdout", share])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "probabilities",
+    [
+        {"0": 0.2, "1": 0.4, "2": 0.8, "3": 0.6},  # sums to 2
+        {"0": 0.5, "1": float("nan"), "2": 0.5, "3": 0.0},
+        {"0": 0.5, "2": 0.5},  # a level missing
+        {"0": 0.5, "\u00b2": 0.5},  # a digit that is not 0-9
+        {"0": 0.5, "1": None},
+    ],
+)
+def test_a_rubric_result_with_malformed_levels_gives_no_sample(probabilities):
+    row = _recall_rows(1, 9)[0]
+    row["results"]["context_recall"]["probabilities"] = probabilities
+    assert samples_from_row(row) == []

@@ -502,3 +502,15 @@ def test_a_deep_body_is_json_invalid_whatever_the_recursion_limit(client: TestCl
     shallow = {**BODY, "state": {"rows": [[i, [i]] for i in range(400)]}}  # 800 brackets, 3 deep: not refused
     r = client.post("/v1/systemone", content=json.dumps(shallow).encode(), headers=JSON)
     assert r.status_code != 422 or all(d["type"] != "json_invalid" for d in r.json()["detail"]), r.text
+
+
+def test_the_depth_bound_skips_strings_and_counts_every_bracket_kind() -> None:
+    from logitjudge.server.middleware import MAX_JSON_DEPTH, _too_deep
+
+    n = MAX_JSON_DEPTH
+    assert _too_deep(bytearray(b"[" * n + b"]" * n)) is None
+    assert _too_deep(bytearray(b'{"a":' * n + b"[1]" + b"}" * n)) is not None  # n objects + 1 array
+    assert _too_deep(bytearray(b'["' + b"[" * 5000 + b'"]')) is None  # brackets inside a string
+    assert _too_deep(bytearray(b'["\\"' + b"[" * 5000 + b'"]')) is None  # an escaped quote does not end it
+    assert _too_deep(bytearray(b'["\\\\"' + b"[" * 5000 + b"]" * 5000 + b"]")) is not None  # an escaped backslash does
+    assert _too_deep(bytearray(b"[" + b"[[]]," * 10_000 + b"[]]")) is None  # wide and shallow
