@@ -818,13 +818,14 @@ def main(argv: list[str] | None = None) -> int:
         if not paths:
             ap.error(f"--types {args.types}: no rows of these types in the chosen sets")
 
-    exclude: set[str] = set()
+    excluded: set[str] = set()
     for name in args.exclude or ():
         try:
             earlier = json.loads(Path(name).read_text())
-            exclude.update(item_group(str(r["id"])) for rows in earlier["items"].values() for r in rows)
+            excluded.update(item_group(str(r["id"])) for rows in earlier["items"].values() for r in rows)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             ap.error(f"--exclude {name}: not a result JSON of this script ({exc})")
+    exclude = frozenset(excluded)
 
     from logitjudge.judge import Judge
 
@@ -887,9 +888,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for path in paths:
         name = path.parent.name
-        records, elapsed = run_set(
-            judge, path, args.limit, args.batch_size, args.seed, registry, types, frozenset(exclude)
-        )
+        records, elapsed = run_set(judge, path, args.limit, args.batch_size, args.seed, registry, types, exclude)
         record["sets"][name] = {
             "n_items": len(records),
             "elapsed_s": round(elapsed, 2),

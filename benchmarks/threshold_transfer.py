@@ -109,7 +109,7 @@ def measure(resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
             if o != name
             for s, g, grp in zip(od["score"], od["gold"], od["group"])
         ]
-        pooled, record = fit_scaling(others, allow_bias=True, bias_range=EVALUATOR_BIAS_RANGE)
+        pooled, _ = fit_scaling(others, allow_bias=True, bias_range=EVALUATOR_BIAS_RANGE)
         gold, score, groups = d["gold"], d["score"], d["group"]
         best = best_threshold_accuracy(gold, score)
         out[name] = {

@@ -67,6 +67,7 @@ from logitjudge.engine.calibration import (
 )
 from logitjudge.rubrics.aggregate import ece_noise_floor
 from logitjudge.rubrics.samples import Sample, item_group, sample_arrays, sample_metrics
+from logitjudge.rubrics.scoring import rubric_score
 
 __all__ = [
     "split",
@@ -201,8 +202,7 @@ def _engine_view(cal: Calibration, s: Sample) -> tuple[float, ...]:
     ``E[level] / (L-1)``, from its levels as the score bucket scales them.
     """
     if s.levels is not None:
-        levels = cal.apply("score", s.levels)
-        return noul_distribution(min(1.0, max(0.0, sum(i * p for i, p in enumerate(levels)) / (len(levels) - 1))))
+        return noul_distribution(rubric_score(cal.apply("score", s.levels)))
     if not s.contrast:
         return tuple(cal.apply(s.type, s.probs))
     scaling = cal.scaling_for("noul", 2)

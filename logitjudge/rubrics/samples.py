@@ -65,6 +65,7 @@ from scipy.stats import rankdata
 
 from logitjudge.engine.answers import noul_distribution
 from logitjudge.rubrics.aggregate import expected_calibration_error
+from logitjudge.rubrics.scoring import rubric_score
 
 __all__ = [
     "Sample",
@@ -285,9 +286,8 @@ def samples_from_row(row: Mapping[str, Any]) -> list[Sample]:
         if details is None and res.get("legend") is not None and isinstance(passed, bool):  # a rubric's score
             levels = _level_distribution(yes_no)
             if levels is not None:
-                score = sum(i * p for i, p in enumerate(levels)) / (len(levels) - 1)
                 version = str(res.get("version") or "")
-                yes_no_score = noul_distribution(score)
+                yes_no_score = noul_distribution(rubric_score(levels))
                 out.append(Sample(rid, name, "noul", yes_no_score, 0 if passed else 1, False, True, version, levels))
             continue
         if details is None and res.get("legend") is None and set(yes_no) == {"yes", "no"} and isinstance(passed, bool):

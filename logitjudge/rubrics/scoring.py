@@ -53,6 +53,7 @@ __all__ = [
     "score_probability",
     "contrast_probability",
     "score_rubric",
+    "rubric_score",
     "score_chunk_precision",
     "score_chunk_support",
     "score_claim_share",
@@ -193,6 +194,12 @@ def score_probability(
     )
 
 
+def rubric_score(levels: Sequence[float]) -> float:
+    """A rubric's 0..1 score of its L level probabilities (lowest first): ``E[level] / (L-1)``,
+    clipped to [0, 1]."""
+    return _clip01(answer_fields.expected_score(levels) / (len(levels) - 1))
+
+
 def _rubric_fields(answer: Answered) -> dict[str, Any]:
     if answer.question.type != "score":
         raise ValueError(f"expected a score answer, got a {answer.question.type} answer")
@@ -200,7 +207,7 @@ def _rubric_fields(answer: Answered) -> dict[str, Any]:
     top = len(probs) - 1
     expected = answer_fields.expected_score(answer.answer.probabilities)
     return {
-        "score": _clip01(expected / top),
+        "score": rubric_score(answer.answer.probabilities),
         "label": level_label(expected, top),
         "confidence": _clip01(answer_fields.score_confidence(answer.answer.probabilities)),
         "probabilities": probs,
