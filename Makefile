@@ -1,6 +1,7 @@
 # logitjudge: the two commands of the README's quick start, and the developer checks.
 #   make demo   bare machine -> .venv, install, the main model (Qwen2.5-Coder-1.5B, ~1.1 GB), then the main job on real input
 #   make test   bare machine -> .venv and .venv-vllm, install, the whole test suite (tests/vllm in .venv-vllm)
+#   make check  what CI runs: format, lint, spelling, types, docs, then `make test`
 #   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
 #   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/peers.py
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
@@ -88,14 +89,16 @@ test: $(STAMP) $(VLLM_STAMP)
 	$(PY) -m pytest -q --ignore=tests/vllm
 	LOGITJUDGE_TEST_VLLM=1 $(VLLM_PY) -m pytest -q tests/vllm
 
-# format, lint (package, tests, benchmarks), types (package), then the whole suite
+# what CI runs (.ci/run): format, lint and spelling of the whole repository, types of the package,
+# the documentation (links, generated reference pages, wording), then the README's test command
 check: $(STAMP) $(VLLM_STAMP)
-	$(PY) -m pip install --quiet "ruff==0.17.6" "mypy==2.4.1"
-	$(PY) -m ruff format --check logitjudge tests benchmarks examples
-	$(PY) -m ruff check logitjudge tests benchmarks examples
+	$(PIP) install --quiet -r requirements/dev.txt
+	$(PY) -m ruff format --check .
+	$(PY) -m ruff check .
+	$(VENV)/bin/codespell
 	$(PY) -m mypy logitjudge
-	$(PY) -m pytest -q --ignore=tests/vllm
-	LOGITJUDGE_TEST_VLLM=1 $(VLLM_PY) -m pytest -q tests/vllm
+	$(PY) -m pytest -q tests/test_docs.py
+	$(MAKE) test
 
 bench: $(STAMP)
 	$(PY) benchmarks/speed.py

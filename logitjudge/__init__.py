@@ -5,6 +5,8 @@ next-token logits of an open-weight causal LM, the state once and every question
 pass. See ``README.md``; the Python API is :class:`Judge`.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from logitjudge.errors import (
     ContextOverflowError,
     EngineDeadError,
@@ -18,7 +20,11 @@ from logitjudge.errors import (
 )
 from logitjudge.judge import Judge
 
-__version__ = "0.1.0"
+try:
+    # single-sourced from pyproject.toml's [project] version, through the installed metadata
+    __version__ = version("logitjudge")
+except PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Judge",
