@@ -270,7 +270,7 @@ class Engine:
         questions = []
         for q in request.questions:
             views = self.prompt.views(q)
-            questions.append(QuestionPlan(q.type, views, len(q.options)))
+            questions.append(QuestionPlan(q.type, views, len(q.options), q.calibrated))
         plan = RequestPlan(prefix, tuple(questions))
         longest = max(len(v.branch) + max(len(lab) for lab in v.labels) - 1 for q in questions for v in q.views)
         if len(prefix) + longest > self.max_state_tokens:
@@ -310,9 +310,7 @@ class Engine:
         dists = self.readout.final_distributions(scores, labels, plans)
         results = []
         for r, plan in enumerate(plans):
-            answers = tuple(
-                Answer(qp.type, tuple(dists[(r, q)][0]), dists[(r, q)][1]) for q, qp in enumerate(plan.questions)
-            )
+            answers = tuple(_answer(qp, dists[(r, q)]) for q, qp in enumerate(plan.questions))
             results.append(EngineResult(answers, Usage(input_tokens=plan.n_tokens)))
         return results
 
@@ -389,10 +387,26 @@ class Engine:
         return diff
 
 
+def _answer(qp: QuestionPlan, dist: tuple[list[float], float, float]) -> Answer:
+    """One question's :class:`Answer` from its final distribution (``readout.distributions``)."""
+    probs, mass, log_mass = dist
+    if qp.type != "continuation":
+        return Answer(qp.type, tuple(probs), mass)
+    n = len(qp.views[0].labels[0])
+    return Answer(qp.type, tuple(probs), mass, log_likelihood=log_mass, tokens=n)
+
+
 def _check_question(q: Question, i: int) -> None:
     n = len(q.options)
     where = ("questions", i, "criteria")
-    if q.type == "noul":
+    if q.type == "continuation":
+        if n != 1 or not isinstance(q.options[0].name, str) or not q.options[0].name.strip():
+            raise InvalidRequestError(
+                f"questions[{i}]: a continuation has exactly 1 option, the non-blank text to score", field=where
+            )
+        if q.rotations != 1:
+            raise InvalidRequestError(f"questions[{i}]: a continuation has no rotations", field=where)
+    elif q.type == "noul":
         if n != 2:
             raise InvalidRequestError(f"questions[{i}]: a noul has exactly 2 outcomes, got {n}", field=where)
     elif q.type == "choice":

@@ -28,11 +28,13 @@ from logitjudge.engine.types import QuestionType
 
 @dataclass(frozen=True)
 class QuestionPlan:
-    """A question's type and views (one, or several rotations)."""
+    """A question's type and views (one, or several rotations); ``calibrated``: whether the
+    engine's calibration may scale its answer (:attr:`~logitjudge.engine.types.Question.calibrated`)."""
 
     type: QuestionType
     views: tuple[View, ...]
     n_options: int
+    calibrated: bool = True
 
 
 @dataclass(frozen=True)

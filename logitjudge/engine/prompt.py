@@ -13,6 +13,10 @@ model's own chat template. The default, ``lj-prompt-1.1``::
     Reply with the letter of the best option.
     <chat tail: user turn closes, assistant turn opens>   <- the answer label is read next
 
+A ``continuation`` question (the engine's likelihood readout) renders its instructions as the
+user turn and its one option's text as the assistant's reply: the label is that whole text,
+scored token by token (``log P(text | state, instructions)``).
+
 ``lj-prompt-2`` (the lean one) keeps the question and option lines and drops the boilerplate: no
 ``Options:`` / ``Levels ...`` header, a shorter system turn and answer cue ("Yes or No?",
 "Answer with a letter.").
@@ -263,12 +267,32 @@ class PromptBuilder:
             raise UnsupportedModelError(f"the tokenizer cannot give {n} distinct answer labels")
         return labels_text, labels
 
+    def continuation_label(self, text: str) -> Label:
+        """Token ids of user ``text`` as the assistant's reply after the chat tail: the text
+        encoded on its own (control-token strings split into plain tokens, like all user text).
+
+        Raises:
+            UnsupportedModelError: the text is empty once tokenized, or the tokenizer would merge
+                the tail's last token with the text (the boundary would differ from a real turn).
+        """
+        ids = tuple(self.encode_user(text))
+        if not ids:
+            raise UnsupportedModelError("a continuation's text has no tokens")
+        joined = self.tokenizer(self.tail_text + text, add_special_tokens=False)["input_ids"]
+        if "<|" not in text and list(joined[: len(self.tail_ids)]) != list(self.tail_ids):
+            raise UnsupportedModelError("the chat template's answer boundary is unstable for this continuation")
+        return ids
+
     def view(self, question: Question, rotation: int = 0) -> View:
         """Render one question (optionally with its options rotated by ``rotation`` places).
 
         For a choice the labels follow the displayed position; for a score the digit stays with
         its level (the number is the level) and only the listing order rotates.
         """
+        if question.type == "continuation":
+            # the instructions as the user turn, the text as the assistant's reply (teacher-forced)
+            branch = self.encode_user(render_text(question.instructions)) + self.tail_ids
+            return View(tuple(branch), (self.continuation_label(render_text(question.options[0].name)),), (0,))
         n = len(question.options)
         t = self.template
         order = tuple((k + rotation) % n for k in range(n))  # displayed position -> option index
@@ -318,7 +342,7 @@ class PromptBuilder:
 
     def views(self, question: Question) -> tuple[View, ...]:
         """The question's views: one, or ``question.rotations`` cyclic rotations (choice/score)."""
-        k = 1 if question.type == "noul" else max(1, min(question.rotations, len(question.options)))
+        k = 1 if question.type in ("noul", "continuation") else max(1, min(question.rotations, len(question.options)))
         return tuple(self.view(question, r) for r in range(k))
 
 

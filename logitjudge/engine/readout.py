@@ -155,7 +155,7 @@ class Readout:
 
     def final_distributions(
         self, scores: torch.Tensor, labels: list[LabelTerm], plans: Sequence[RequestPlan]
-    ) -> dict[tuple[int, int], tuple[list[float], float]]:
+    ) -> dict[tuple[int, int], tuple[list[float], float, float]]:
         """Every question's final distribution: :func:`distributions`, calibrated by
         :attr:`calibration` where it has a scaling for the question's bucket.
 
@@ -165,13 +165,15 @@ class Readout:
             plans: the planned requests the labels belong to (``LabelTerm.request`` indexes them).
 
         Returns:
-            ``{(request, question): (probabilities in option order, option_mass)}``.
+            ``{(request, question): (probabilities in option order, option_mass, log_mass)}``.
         """
         n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
         scalings: dict[tuple[int, int], Scaling] = {}
         if self.calibration is not None:
             for r, p in enumerate(plans):
                 for q, qp in enumerate(p.questions):
+                    if not qp.calibrated or qp.type == "continuation":
+                        continue
                     scaling = self.calibration.scaling_for(qp.type, qp.n_options)
                     if scaling is not None:
                         scalings[(r, q)] = scaling
@@ -190,7 +192,7 @@ def distributions(
     labels: list[LabelTerm],
     n_options: dict[tuple[int, int], int],
     scalings: Mapping[tuple[int, int], Scaling] | None = None,
-) -> dict[tuple[int, int], tuple[list[float], float]]:
+) -> dict[tuple[int, int], tuple[list[float], float, float]]:
     """Per (request, question): the probabilities over its options and the option mass.
 
     Each view's labels are softmaxed among themselves (fp32); views of one question are
@@ -203,30 +205,33 @@ def distributions(
         scalings: the calibration's scaling per (request, question); absent = left as is.
 
     Returns:
-        ``{(request, question): (probabilities in option order, option_mass)}``; the mass is the
-        raw label mass, before calibration.
+        ``{(request, question): (probabilities in option order, option_mass, log_mass)}``; the
+        mass is the raw label mass, before calibration; ``log_mass`` is the mean over views of
+        ``logsumexp`` of the labels' scores (fp64), i.e. ``log P(text)`` for a continuation
+        question's one label, finite where ``exp`` would underflow.
     """
     views: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for k, t in enumerate(labels):
         views[(t.request, t.question, t.view)].append(k)
     scores = scores.float().cpu()
-    acc: dict[tuple[int, int], tuple[torch.Tensor, float, int]] = {}
+    acc: dict[tuple[int, int], tuple[torch.Tensor, float, float, int]] = {}
     for (r, q, _v), idx in views.items():
         s = scores[idx]  # (n,)
         p = softmax(s, dim=0)
         probs = torch.zeros(n_options[(r, q)], dtype=torch.float64)
         probs[[labels[k].option for k in idx]] = p.double()
         mass = float(torch.exp(s.double()).sum())
+        log_mass = float(logsumexp(s.double(), dim=0))
         if (r, q) in acc:
-            tot, m, c = acc[(r, q)]
-            acc[(r, q)] = (tot + probs, m + mass, c + 1)
+            tot, m, lm, c = acc[(r, q)]
+            acc[(r, q)] = (tot + probs, m + mass, lm + log_mass, c + 1)
         else:
-            acc[(r, q)] = (probs, mass, 1)
+            acc[(r, q)] = (probs, mass, log_mass, 1)
     out = {}
-    for key, (tot, m, c) in acc.items():
+    for key, (tot, m, lm, c) in acc.items():
         final = tot / c  # (n_options,) fp64
         scaling = scalings.get(key) if scalings else None
         if scaling is not None:
             final = scale(final, scaling.temperature, scaling.bias)
-        out[key] = (final.tolist(), m / c)
+        out[key] = (final.tolist(), m / c, lm / c)
     return out

@@ -16,7 +16,10 @@ from typing import Any, Literal, Union
 Text = Union[str, dict, list]
 """A JSON string, object or array (the API's ``Text``)."""
 
-QuestionType = Literal["noul", "choice", "score"]
+QuestionType = Literal["noul", "choice", "score", "continuation"]
+"""``noul``, ``choice`` and ``score`` are the API's question types. ``continuation`` is the
+engine's likelihood readout (not on the ``/v1/systemone`` wire; rubrics use it): the
+log-probability of a given text after the question, teacher-forced in the same pass."""
 
 MAX_CHOICE_OPTIONS = 255
 """Most options of a choice question (the API contract, spec A; the wire models and the engine's
@@ -50,13 +53,18 @@ class Question:
             criterion holds).
         options: the outcomes in request order. noul: exactly ``(true, false)``; choice: the
             options; score: the levels lowest first, named ``"0"``..``"n-1"``.
-        rotations: debiasing by option-order rotation (1 = off). Reserved for a later issue.
+            continuation: exactly one option, whose ``name`` is the text to score.
+        rotations: debiasing by option-order rotation (1 = off).
+        calibrated: whether the engine's calibration may scale this answer. Rubric questions
+            whose evaluator has its own scaling (or none) set ``False``, so a calibration fitted
+            on typed questions never reaches them.
     """
 
     type: QuestionType
     instructions: Text | None
     options: tuple[Option, ...]
     rotations: int = 1
+    calibrated: bool = True
 
 
 @dataclass(frozen=True)
@@ -77,11 +85,17 @@ class Answer:
             from an fp32 softmax over the question's own labels).
         option_mass: the raw probability mass the model put on the labels before renormalising
             (softmax over the whole vocabulary); low values mean the prompt fits the model badly.
+        log_likelihood, tokens: see below (continuation questions only).
     """
 
     type: QuestionType
     probabilities: tuple[float, ...]
     option_mass: float
+    log_likelihood: float | None = None
+    """continuation only: ``log P(text | state, instructions)`` in nats, the sum over the text's
+    tokens of ``log p(token | everything before it)`` (fp32 terms, full-vocabulary softmax)."""
+    tokens: int | None = None
+    """continuation only: the number of tokens of the scored text (for a per-token mean)."""
 
 
 @dataclass(frozen=True)
