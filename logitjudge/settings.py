@@ -6,6 +6,12 @@
 | ``LOGITJUDGE_API_KEYS`` | comma-separated API keys; auth is on when set | unset (auth off) |
 | ``LOGITJUDGE_API_KEYS_FILE`` | a file with one API key per line (``#`` comments) | unset |
 | ``LOGITJUDGE_MODEL`` | the model loaded when none is named (``--model``, ``Judge.load()``) | :data:`MAIN_MODEL` |
+| ``LOGITJUDGE_ALLOW_DOWNLOAD`` | ``1``: a model name may be fetched from the Hugging Face hub | unset (offline) |
+
+Offline by construction: :func:`enforce_offline` (called by the CLI before anything imports the
+hub libraries, and by every model load) sets ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE`` and
+``HF_DATASETS_OFFLINE`` (``setdefault``: a value the user set is kept) unless downloads are
+allowed (``--allow-download`` or ``LOGITJUDGE_ALLOW_DOWNLOAD=1``).
 """
 
 from __future__ import annotations
@@ -34,6 +40,42 @@ MAIN_MODEL = "qwen2.5-coder-1.5b"
 ``--model``; ``Judge.load()``): Qwen2.5-Coder-1.5B-Instruct from the ``qwen15b`` extra (about
 1.1 GB). Chosen over the embedded 135M on issue 15's measurements (README "Judgment
 quality"); Gemma-3-270M and Qwen2.5-Coder-0.5B were not measured."""
+
+
+STATUS_LOGGER = "logitjudge.status"
+"""The logger of a model load's steps (INFO records: what is being done now); the CLI prints them
+to stderr as status lines (:mod:`logitjudge.cli.status`)."""
+
+TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
+
+OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+"""The hub libraries' offline switches (huggingface_hub reads ``HF_HUB_OFFLINE`` when imported)."""
+
+
+def allow_download() -> bool:
+    """Whether a model may be fetched from the Hugging Face hub: ``LOGITJUDGE_ALLOW_DOWNLOAD``
+    is ``1``/``true``/``yes``/``on`` (the CLI's ``--allow-download`` sets it)."""
+    return os.environ.get("LOGITJUDGE_ALLOW_DOWNLOAD", "").strip().lower() in TRUE_VALUES
+
+
+def enforce_offline() -> bool:
+    """Make the hub libraries offline unless downloads are allowed; returns whether offline.
+
+    Sets :data:`OFFLINE_SWITCHES` (``setdefault``) and ``HF_HUB_DISABLE_TELEMETRY``. When
+    ``huggingface_hub`` was imported before (its constants read the environment at import), its
+    ``HF_HUB_OFFLINE`` constant is set as well, so a late call still holds. Idempotent.
+    """
+    if allow_download():
+        return False
+    for name in OFFLINE_SWITCHES:
+        os.environ.setdefault(name, "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import sys
+
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None and os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE_VALUES:
+        constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+    return True
 
 
 def default_model() -> str:

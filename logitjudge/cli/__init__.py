@@ -21,7 +21,7 @@ import sys
 
 from logitjudge.cli.ask import add_ask_parser
 from logitjudge.cli.calibrate import add_calibrate_parser
-from logitjudge.cli.common import add_model_args, load_judge
+from logitjudge.cli.common import add_model_args, allow_downloads, load_judge
 from logitjudge.cli.compare import add_compare_parser
 from logitjudge.cli.evaluate import add_evaluate_parser
 from logitjudge.cli.serve import add_serve_parser
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    allow_downloads(args)  # offline switches set before anything imports the hub libraries
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

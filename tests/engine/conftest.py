@@ -11,15 +11,17 @@ import pytest
 import torch
 
 from logitjudge.engine.core import Engine
-from logitjudge.engine.model import LoadedModel, convert_gguf, locate_default_gguf
+from logitjudge.engine.model import LoadedModel, convert_gguf
+from logitjudge.engine.packaged import locate_packaged_gguf
+from logitjudge.settings import EMBEDDED_MODEL
 
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    """The default model's tokenizer (from the embedded GGUF, converted once into the cache)."""
+    """SmolLM2-135M-Instruct's tokenizer (the packaged GGUF, converted once into the cache)."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(convert_gguf(locate_default_gguf())))
+    return AutoTokenizer.from_pretrained(str(convert_gguf(locate_packaged_gguf(EMBEDDED_MODEL)[0])))
 
 
 def _tiny(kind: str, vocab: int) -> torch.nn.Module:
