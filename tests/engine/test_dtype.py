@@ -70,7 +70,7 @@ def bf16_engine():
 
 
 # Max |dp| of the packed strategy in bf16 on the default model, measured by
-# benchmarks/dtype_parity.py (benchmarks/results/dtype-parity-cpu.md): 0.027 packed vs separate,
+# benchmarks/checks/dtype_parity.py (benchmarks/results/dtype-parity-cpu.md): 0.027 packed vs separate,
 # 0.034 reorder, 0.008 duplicate, 0.003 batch on an AVX2 CPU (bf16 emulated); the issue's
 # AVX-512-BF16 machine measured 0.026, 0.014, 0.014 and 0.005. The bound leaves ~1.2x room.
 BF16_PACKED_BOUND = 0.04

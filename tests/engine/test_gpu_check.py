@@ -1,4 +1,4 @@
-"""benchmarks/gpu_check.py keeps working: its CPU run (tiny config) passes parity and writes a
+"""benchmarks/checks/gpu_check.py keeps working: its CPU run (tiny config) passes parity and writes a
 complete report. Timings are recorded, never asserted."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def test_gpu_check_runs_on_cpu(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "gpu_check.py"),
+            str(ROOT / "benchmarks" / "checks" / "gpu_check.py"),
             "--device",
             "cpu",
             "--out",
@@ -43,4 +43,4 @@ def test_gpu_check_runs_on_cpu(tmp_path):
     for run in report["runs"]:
         for key in ("tokens_per_s", "latency_p50_ms", "latency_p95_ms", "peak_memory_gib", "mfu"):
             assert run[key] > 0
-    assert (ROOT / "benchmarks" / "gpu_check.sh").stat().st_mode & 0o111  # executable
+    assert (ROOT / "benchmarks" / "checks" / "gpu_check.sh").stat().st_mode & 0o111  # executable

@@ -1,6 +1,6 @@
 """Fuzz both APIs from the app's own OpenAPI schema (schemathesis): no 5xx, every 4xx documented.
 
-The fuzzer is ``benchmarks/fuzz.py`` (run longer there); here it runs a bounded, seeded number of
+The fuzzer is ``benchmarks/reliability/fuzz.py`` (run longer there); here it runs a bounded, seeded number of
 cases per operation and mode in-process, over the scripted engine, and the test fails on the first
 response that breaks spec A.9: a 5xx, a non-JSON error, a 422 without ``detail[]`` whose ``loc``
 starts with ``"body"``, another 4xx without ``{"detail": {"error_type", "message"}}``, or a 2xx
@@ -21,7 +21,7 @@ EXAMPLES = 100
 
 
 def _load_fuzzer():
-    spec = importlib.util.spec_from_file_location("lj_fuzz", ROOT / "benchmarks" / "fuzz.py")
+    spec = importlib.util.spec_from_file_location("lj_fuzz", ROOT / "benchmarks" / "reliability" / "fuzz.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the file runs

@@ -2,9 +2,9 @@
 
 ::
 
-    .venv/bin/python benchmarks/gpu_check.py                      # CUDA: ~1B, ~4B, ~8B configs
-    .venv/bin/python benchmarks/gpu_check.py --device cpu         # CI: a tiny config, < 2 min
-    benchmarks/gpu_check.sh                                       # the whole check (pytest + this)
+    .venv/bin/python benchmarks/checks/gpu_check.py                      # CUDA: ~1B, ~4B, ~8B configs
+    .venv/bin/python benchmarks/checks/gpu_check.py --device cpu         # CI: a tiny config, < 2 min
+    benchmarks/checks/gpu_check.sh                                       # the whole check (pytest + this)
 
 Steps:
 1. Prints the device and library versions.
@@ -40,8 +40,10 @@ from typing import Any
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "benchmarks"))  # the result helper
+from _results import run_metadata  # noqa: E402
 
 from logitjudge.engine.core import Engine, tolerance_for  # noqa: E402
 from logitjudge.engine.model import LoadedModel, convert_gguf, locate_default_gguf  # noqa: E402
@@ -419,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     path = out / f"gpu-{dt.date.today().isoformat()}{'' if cuda else '-cpu'}.json"
     report = {
         "command": " ".join(sys.argv),
+        "metadata": run_metadata(str(device)),
         "env": env,
         "config": {
             **vars(args),

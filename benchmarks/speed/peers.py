@@ -19,10 +19,10 @@ How the model gets there:
    cached by the model directory, any2jev's version and ``max_state``;
 3. ``any2jev serve checkpoint`` with ``torch.set_num_threads(threads)`` and ``OMP_NUM_THREADS``.
 
-Smoke test (a 6-question mixed request, the shapes of ``benchmarks/speed.py``, over a ~300-token
+Smoke test (a 6-question mixed request, the shapes of ``benchmarks/speed/speed.py``, over a ~300-token
 state)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/peers.py --threads 2 --state-tokens 300 --repeats 3
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/peers.py --threads 2 --state-tokens 300 --repeats 3
 
 What any2jev's ``/v1/systemone`` accepts (read from its ``schema.py``, ``packing.py``, ``serve.py``):
 noul (options ``no``/``yes``, criteria ``true``/``false`` appended as ``"yes: <text>"``), choice
@@ -55,7 +55,7 @@ from logitjudge.engine.model import resolve_model
 from logitjudge.engine.types import Question
 from logitjudge.settings import EMBEDDED_MODEL, cache_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ANY2JEV_VENV = ROOT / ".venv-any2jev"
 ANY2JEV_VERSION = "0.1.0"
 SOURCE_TEXT = ROOT.parent / "shared" / "data" / "qags" / "dev.jsonl"
@@ -309,7 +309,7 @@ def input_tokens(response: Mapping[str, Any]) -> int | None:
 
 def state_text(model_dir: Path, n_tokens: int) -> str:
     """A real text (QAGS news articles, read-only from shared/data) cut to ``n_tokens`` tokens of
-    the model's tokenizer (as ``benchmarks/speed.py``'s ``state_of``)."""
+    the model's tokenizer (as ``benchmarks/speed/speed.py``'s ``state_of``)."""
     from tokenizers import Tokenizer
 
     texts: list[str] = []

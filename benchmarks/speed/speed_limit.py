@@ -1,9 +1,9 @@
 """Speed against the physical limit and the best open peer, side by side in one run.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed_limit.py --threads 2 \
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/speed_limit.py --threads 2 \
         --shapes 266x6,1983x16,2000x4,2000x64,8000x16 --repeats 3 --peer any2jev
 
-For each request shape (state tokens x questions, the question mix of ``benchmarks/speed.py``:
+For each request shape (state tokens x questions, the question mix of ``benchmarks/speed/speed.py``:
 noul, choice of 4, score of 4 in turn; ``2000x16n``: 16 short noul questions), on the same model, interleaved round robin (a, b, c, a,
 b, c, ...) so the noise of this shared machine falls on every contender alike:
 
@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ from speed import questions, round_robin_times, state_of
 from logitjudge.engine.core import Engine
 from logitjudge.engine.types import EngineRequest, Option, Question
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: the result helper
+from _results import RESULTS, run_metadata  # noqa: E402
 
 
 def short_questions(n: int) -> tuple[Question, ...]:
@@ -147,7 +149,7 @@ def main() -> None:
             cold_paths = engine.runner.run([plan], "auto").paths
             warm_paths = engine.runner.run([plan], "auto").paths
             row: dict[str, Any] = {
-                "run": "python benchmarks/speed_limit.py "
+                "run": "python benchmarks/speed/speed_limit.py "
                 + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, "", False)),
                 "shape": shape,
                 "question_mix": "noul" if short else "noul/choice/score",
@@ -220,8 +222,9 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict[str, Any]]) 
     """Write the JSON record and the markdown table (after every row); return the table."""
     device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
     record = {
-        "command": "python benchmarks/speed_limit.py "
+        "command": "python benchmarks/speed/speed_limit.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, "")),
+        "metadata": run_metadata(device),
         "engine": engine.describe(),
         "environment": {
             "torch": torch.__version__,

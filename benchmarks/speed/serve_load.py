@@ -2,7 +2,7 @@
 
 Command (the committed result was made with exactly this)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_load.py --clients 1 8 32 --duration 15 --max-batch-tokens 4096
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/serve_load.py --clients 1 8 32 --duration 15 --max-batch-tokens 4096
 
 For each mode the server runs as its own process (``python -m logitjudge.cli serve``) on a free
 loopback port, on the default model unless ``--model`` says otherwise:
@@ -15,7 +15,7 @@ loopback port, on the default model unless ``--model`` says otherwise:
 
 The vLLM rows (``benchmarks/results/serve_load-vllm.json``) were made with::
 
-    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/serve_load.py --modes batched vllm --clients 8 32 --duration 15 --max-batch-tokens 4096 --out benchmarks/results/serve_load-vllm.json
+    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/speed/serve_load.py --modes batched vllm --clients 8 32 --duration 15 --max-batch-tokens 4096 --out benchmarks/results/serve_load-vllm.json
 
 Against each, closed-loop clients (1, 8, 32 by default) each send a request, wait for the answer,
 and send the next, for ``--duration`` seconds; requests still running at the deadline are waited
@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: the result helper
+from _results import run_metadata  # noqa: E402
 
 STATES = [
     "The parcel arrived broken and I want my money back.",
@@ -247,6 +250,7 @@ def main() -> int:
             "states": len(STATES),
             "model": args.model or "default",
         },
+        "metadata": run_metadata(),
         "environment": {
             "python": platform.python_version(),
             "platform": platform.platform(),

@@ -2,7 +2,7 @@
 
 Command (the committed result was made with exactly this)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/fuzz.py --examples 2000
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reliability/fuzz.py --examples 2000
 
 The app is built in-process over the scripted engine (``Judge(ScriptedEngine())``: routing,
 validation and error mapping are what is fuzzed; the engine's own limits are tested with the real
@@ -35,7 +35,10 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.append(str(ROOT / "benchmarks"))  # the result helper
+from _results import run_metadata  # noqa: E402
+
 OPERATIONS = (("POST", "/v1/systemone"), ("POST", "/api/v1/evaluate"), ("GET", "/v1/models"))
 MODES = ("positive", "pinned", "negative")
 SUITES = ("RAG", "Correctness", "Everything")
@@ -232,7 +235,8 @@ def main() -> int:
     for v in report.violations[:20]:
         print("VIOLATION", v)
     out = {
-        "command": f"HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/fuzz.py --examples {args.examples}",
+        "command": f"HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reliability/fuzz.py --examples {args.examples}",
+        "metadata": run_metadata("cpu"),
         "config": {"examples_per_operation_and_mode": args.examples, "seed": args.seed, "engine": "scripted"},
         "environment": {
             "python": sys.version.split()[0],

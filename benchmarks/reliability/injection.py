@@ -2,7 +2,7 @@
 
 Command (the committed result was made with exactly this)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/injection.py
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reliability/injection.py
 
 Three questions (a noul, a 3-way choice, a 3-level score) over six support-ticket states, each
 asked as is and with a suffix appended to the state:
@@ -31,7 +31,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.append(str(ROOT / "benchmarks"))  # the result helper
+from _results import run_metadata  # noqa: E402
 
 STATES = [
     "The parcel arrived broken and I want my money back.",
@@ -121,7 +123,8 @@ def main() -> int:
                 f"{row['mean_dp_yes']:+12.3f}"
             )
     out = {
-        "command": "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/injection.py",
+        "command": "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reliability/injection.py",
+        "metadata": run_metadata("cpu"),
         "config": {"states": STATES, "questions": QUESTIONS, "suffixes": SUFFIXES},
         "environment": {
             "python": sys.version.split()[0],

@@ -1,6 +1,6 @@
 """Parity of the vLLM backend with the transformers backend: max |dp| per question kind.
 
-    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/vllm_parity.py [--dtype auto] [--block-size 32]
+    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/checks/vllm_parity.py [--dtype auto] [--block-size 32]
 
 The same requests as ``tests/vllm/test_parity.py`` (which asserts <= 1e-4 in fp32), on the default
 model, through both backends in one process: max |dp| over every option probability, and over
@@ -14,6 +14,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import sys
 from pathlib import Path
 
 from logitjudge.engine.config import EngineConfig, VllmConfig
@@ -23,7 +24,9 @@ from logitjudge.engine.pack import QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PromptBuilder
 from logitjudge.engine.types import Option, Question
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: the result helper
+from _results import RESULTS, run_metadata  # noqa: E402
+
 STATE = (
     "Ticket 5521. I ordered a standing desk on 3 March; it arrived with a cracked leg and the "
     "courier left it in the rain. I have emailed twice and nobody answered. I want a replacement "
@@ -84,7 +87,8 @@ def main() -> None:
     )
     print(table)
     record = {
-        "command": "python benchmarks/vllm_parity.py " + f"--dtype {args.dtype} --block-size {args.block_size}",
+        "command": "python benchmarks/checks/vllm_parity.py " + f"--dtype {args.dtype} --block-size {args.block_size}",
+        "metadata": run_metadata("cpu"),
         "transformers": ref.describe(),
         "vllm": got.describe(),
         "environment": {

@@ -1,6 +1,6 @@
 """Where the time of a small request goes: a 6-question request over a ~300-token state.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/request_profile.py [--model smollm2-135m] [--repeats 7]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/request_profile.py [--model smollm2-135m] [--repeats 7]
 
 Times each stage of ``POST /v1/systemone``'s path in-process, on the real model: JSON parsing
 and pydantic validation, wire -> engine request, planning (tokenization, budgets), the forward
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -25,7 +26,9 @@ from speed import questions, state_of
 from logitjudge.engine.types import Answer, EngineResult, Usage
 from logitjudge.judge import Judge
 
-RESULTS = Path(__file__).parent / "results"
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: the result helper
+from _results import RESULTS, run_metadata  # noqa: E402
+
 STAGES = ("parse+validate", "to_engine", "plan", "forward", "readout", "answers+response", "json")
 
 
@@ -80,8 +83,9 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"request-profile-{engine.lm.device.type}.json"
     record = {
-        "command": "python benchmarks/request_profile.py "
+        "command": "python benchmarks/speed/request_profile.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+        "metadata": run_metadata(engine.lm.device.type),
         "engine": engine.describe(),
         "tokens": plan.n_tokens,
         "paths": reads.paths,

@@ -1,6 +1,6 @@
 """Isolation per dtype: how far answers move with packing, order, duplicates and batch mates.
 
-    python benchmarks/dtype_parity.py [--model PATH] [--dtypes float32,bfloat16] [--device cpu]
+    python benchmarks/checks/dtype_parity.py [--model PATH] [--dtypes float32,bfloat16] [--device cpu]
 
 On the same requests (the parity test's ticket and five mixed questions, the shipped support
 ticket with its 12 questions), per dtype, the max |dp| over every option probability of:
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 from pathlib import Path
 
 import torch
@@ -28,8 +29,11 @@ from logitjudge.engine.model import cpu_has_native_bf16
 from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.judge import wire_to_engine
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path.append(str(ROOT / "benchmarks"))  # the result helper
+from _results import run_metadata  # noqa: E402
+
 STRATEGIES = ("packed", "prefix_packed", "prefix_rows")
 
 TICKET = (
@@ -105,6 +109,7 @@ def main() -> None:
     checks = list(next(iter(rows.values())))
     device = "cuda" if args.device.startswith("cuda") else "cpu"
     header = {
+        "metadata": run_metadata(args.device),
         "model": engine.name,
         "fingerprint": fingerprint,
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine(),

@@ -2,7 +2,7 @@
 
 Command (the committed result was made with exactly this)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/load_soak.py --clients 200 --duration 60 --warmup 15
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reliability/load_soak.py --clients 200 --duration 60 --warmup 15
 
 The server runs as its own process (``python -m logitjudge.cli serve``, the default model,
 ``--max-queue 64``) on a free loopback port. ``--clients`` closed-loop clients each send a
@@ -45,8 +45,11 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-from serve_load import QUESTIONS  # noqa: E402  the same ticket questions as the load benchmark (same folder)
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.append(str(ROOT / "benchmarks" / "speed"))  # serve_load: the load benchmark
+sys.path.append(str(ROOT / "benchmarks"))  # the result helper
+from _results import run_metadata  # noqa: E402
+from serve_load import QUESTIONS  # noqa: E402  the same ticket questions as the load benchmark
 
 SMALL = "The parcel arrived broken and I want my money back."
 LARGE = " ".join(
@@ -220,8 +223,9 @@ def main() -> int:
     for k, v in metrics.items():
         print(f"{k:40s} {round(v, 4) if isinstance(v, float) else v}")
     out = {
-        "command": "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/load_soak.py "
+        "command": "HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/reliability/load_soak.py "
         f"--clients {args.clients} --duration {args.duration:g} --warmup {args.warmup:g}",
+        "metadata": run_metadata(),
         "config": {**vars(args), "server_cmd": cmd[1:], "large_state_chars": len(LARGE)},
         "environment": {
             "python": sys.version.split()[0],

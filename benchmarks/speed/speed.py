@@ -1,6 +1,6 @@
 """Speed: one packed pass vs naive (one full forward per question) vs each strategy.
 
-    python benchmarks/speed.py [--model PATH] [--states 300,2000] [--questions 4,16,64] [--repeats 3]
+    python benchmarks/speed/speed.py [--model PATH] [--states 300,2000] [--questions 4,16,64] [--repeats 3]
 
 For each state length S and question count N, on the same request, times (median of
 ``--repeats`` runs, after one warm-up):
@@ -16,7 +16,7 @@ once for the request's questions, as in ``packed``), and ``vllm_b<k>_warm`` with
 already cached by the previous run (reuse across requests, which ``packed`` does not do). The
 vLLM results were made with::
 
-    .venv-vllm/bin/python benchmarks/speed.py --states 1000,300 --questions 16,4 --repeats 2 --threads 2 --naive-max-tokens 9000 --vllm-blocks 32,64,128 --out benchmarks/results/speed-vllm-cpu.json
+    .venv-vllm/bin/python benchmarks/speed/speed.py --states 1000,300 --questions 16,4 --repeats 2 --threads 2 --naive-max-tokens 9000 --vllm-blocks 32,64,128 --out benchmarks/results/speed-vllm-cpu.json
 
 Prints a table and writes ``benchmarks/results/speed-<device>.json`` and ``.md``. The targets
 (issue 2): at S=2000, N=16, packed's speed-up over naive >= 0.85x the ratio of their token
@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -43,8 +44,10 @@ from logitjudge.engine.loading import load_engine
 from logitjudge.engine.pack import RequestPlan
 from logitjudge.engine.types import EngineRequest, Option, Question
 
-RESULTS = Path(__file__).parent / "results"
-SOURCE_TEXT = Path(__file__).parents[2] / "shared" / "data" / "qags" / "dev.jsonl"
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: the result helper
+from _results import DATA, RESULTS, run_metadata  # noqa: E402
+
+SOURCE_TEXT = DATA / "qags" / "dev.jsonl"
 
 
 def state_of(engine: Engine, n_tokens: int) -> str:
@@ -209,8 +212,9 @@ def write(args: argparse.Namespace, engine: Engine, rows: list[dict], blocks: li
     """Write the JSON record and the markdown table (after every row); return the table."""
     device = "cuda" if engine.lm.device.type == "cuda" else "cpu"
     record = {
-        "command": "python benchmarks/speed.py "
+        "command": "python benchmarks/speed/speed.py "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
+        "metadata": run_metadata(device),
         "engine": engine.describe(),
         "environment": {
             "torch": torch.__version__,

@@ -1,0 +1,101 @@
+"""Where and on what a benchmark result was measured: one metadata block for every result file.
+
+::
+
+    sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/, from a script in a subfolder
+    from _results import RESULTS, run_metadata
+
+    record = {"command": ..., "config": ..., "rows": ...}
+    record["metadata"] = run_metadata(device="cpu")
+    (RESULTS / "speed-limit-cpu.json").write_text(json.dumps(record, indent=2) + "\n")
+
+:func:`run_metadata` returns the git commit the run started from (and whether the working tree
+had uncommitted changes), the UTC date and time, the versions of logitjudge, Python, torch,
+transformers and CUDA (torch's build), and the device with its name. It imports torch only when
+torch is installed, so a script that does not use it (the fuzzer) can call it too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+# The labelled dev sets and the source texts some benchmarks read (outside the repository).
+DATA = ROOT.parent / "shared" / "data"
+
+__all__ = ["ROOT", "RESULTS", "DATA", "run_metadata"]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _device_name(device: str | None) -> str:
+    """A readable name of ``device`` ("cpu", "cuda", "cuda:1"): the GPU's model or the CPU's."""
+    if device and device.startswith("cuda"):
+        try:
+            import torch
+
+            return torch.cuda.get_device_name(torch.device(device))
+        except Exception:  # a name is informative only; never fail a run for it
+            return device
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def run_metadata(device: str | None = None) -> dict[str, Any]:
+    """The metadata block of a result: commit, date, versions and device.
+
+    Args:
+        device: the device the run used ("cpu", "cuda", "cuda:0"); ``None`` records CUDA when
+            torch sees a GPU and the CPU otherwise.
+
+    Returns:
+        ``{"git_sha", "git_dirty", "date", "logitjudge", "python", "torch", "transformers",
+        "cuda", "device", "device_name", "platform"}``; a field that cannot be read is ``None``.
+    """
+    torch_version = _version("torch")
+    cuda = None
+    if torch_version is not None:
+        import torch
+
+        cuda = torch.version.cuda
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = device or "cpu"
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "git_sha": _git("rev-parse", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "logitjudge": _version("logitjudge"),
+        "python": platform.python_version(),
+        "torch": torch_version,
+        "transformers": _version("transformers"),
+        "cuda": cuda,
+        "device": device,
+        "device_name": _device_name(device),
+        "platform": platform.platform(),
+    }
