@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import time
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, fail, load_judge, positive_int
@@ -158,6 +159,35 @@ def resolve_api_keys(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*args.api_key, *from_file, *api_keys_from_env()]))
 
 
+def _run_uvicorn(config: Any, started: float) -> None:
+    """``uvicorn.run`` for an app object, logging ``ready`` once the socket listens.
+
+    Raises:
+        SystemExit: 3 (uvicorn's start-up failure status) when the server could not start
+            (e.g. the port is taken), as ``uvicorn.run`` does.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                logger.info(
+                    "ready: accepting requests on http://%s:%d, %.1f s after the start",
+                    config.host,
+                    config.port,
+                    time.monotonic() - started,
+                )
+
+    server = Server(config)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        raise SystemExit(3)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Load the model, build the app and run uvicorn until interrupted; returns the exit code."""
     import uvicorn
@@ -183,6 +213,7 @@ def run_serve(args: argparse.Namespace) -> int:
         ServerConfig(api_keys=keys, **server_options)
     except ValueError as exc:
         return fail(f"serve: {exc}")
+    loading = time.monotonic()
     try:
         judge = load_judge(args)
     except RequestError as exc:  # a bad --model, --device, --dtype, --calibration
@@ -204,11 +235,12 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     # Never log the keys themselves, only how many there are.
     logger.info(
-        "serving %s on http://%s:%d (auth %s)",
+        "serving %s on http://%s:%d (auth %s); the model loaded and self-checked in %.1f s",
         judge.model_name,
         args.host,
         args.port,
         f"on, {len(keys)} key(s)" if keys else "off",
+        time.monotonic() - loading,
     )
     # SIGTERM / Ctrl-C: uvicorn stops accepting, finishes open requests, the app drains its queue,
     # then uvicorn re-raises the signal. Our handlers receive that re-raise, so a drained shutdown
@@ -216,12 +248,15 @@ def run_serve(args: argparse.Namespace) -> int:
     stopped_by: list[int] = []
     previous = {sig: signal.signal(sig, lambda sig, _frame: stopped_by.append(sig)) for sig in _STOP_SIGNALS}
     try:
-        uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level=args.log_level,
-            timeout_graceful_shutdown=max(1, round(args.drain_timeout)),
+        _run_uvicorn(
+            uvicorn.Config(
+                app,
+                host=args.host,
+                port=args.port,
+                log_level=args.log_level,
+                timeout_graceful_shutdown=max(1, round(args.drain_timeout)),
+            ),
+            loading,
         )
     finally:
         for sig, handler in previous.items():
