@@ -143,6 +143,11 @@ class ChunkDetail(_Out):
     probabilities: dict[str, float] | None = None
     confidence: float
     passed: bool
+    x_features: dict[str, float] | None = Field(
+        default=None,
+        description="chunk_relevance v2: the chunk's features before their fitted combination (pmi, "
+        "pmi_sum, yes, yes_rel; see docs/reference/evaluators.md).",
+    )
 
 
 class EvaluatorResult(_Out):
@@ -164,6 +169,12 @@ class EvaluatorResult(_Out):
     x_soft_score: float | None = Field(
         default=None,
         description="chunk_relevance: mean p(relevant), a tie-free ranking value beside the hard precision.",
+    )
+    x_relevant: str | None = Field(
+        default=None, description="chunk_relevance v2: the count of relevant chunks, e.g. '2/4 relevant'."
+    )
+    x_counts: dict[str, int] | None = Field(
+        default=None, description="chunk_support v2: the number of chunks per option."
     )
     x_min_score: float | None = Field(
         default=None,

@@ -34,6 +34,8 @@ __all__ = [
     "FieldName",
     "OptionDef",
     "NoulCriteriaDef",
+    "LikelihoodDef",
+    "CombineDef",
     "EvaluatorDef",
     "SuiteDef",
     "Catalogue",
@@ -43,6 +45,7 @@ __all__ = [
 Name = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
 
 _REF = re.compile(r"`([^`]*)`")
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _FIELD_REF = re.compile(r"^(?P<field>[a-z_]+)(?:\[(?P<index>i|\d+)\])?$")
 
 
@@ -83,6 +86,41 @@ def template_references(text: str) -> list[tuple[str, str | None]]:
     return refs
 
 
+class LikelihoodDef(_Strict):
+    """A continuation question per chunk (the engine's likelihood readout): how likely ``text``
+    is after the chunk, against after a content-free chunk (``null_chunk``).
+
+    Attributes:
+        instructions: the user turn after the chunk (e.g. "Write a question that the passage
+            answers."); the model's reply is teacher-forced to the ``text`` field's value.
+        text: the item field whose text is scored (``input`` for chunk relevance).
+        null_chunk: the content-free chunk of the baseline request (one per item).
+    """
+
+    instructions: str
+    text: FieldName
+    null_chunk: str = "N/A"
+
+
+class CombineDef(_Strict):
+    """A fitted logistic combination of per-chunk features into P(yes):
+    ``sigmoid(intercept + sum_f weights[f] * x_f)``.
+
+    Features (see :func:`logitjudge.rubrics.scoring.chunk_features`): ``pmi`` (per-token
+    log-likelihood ratio of the scored text with the chunk vs the null chunk, nats/token),
+    ``pmi_sum`` (the same, summed over tokens), ``yes`` (logit P(yes) of the chunk's noul),
+    ``yes_rel`` (that logit minus the null chunk's).
+
+    Attributes:
+        source: what it was fitted on and how (shown in docs; fitted on this evaluator's own
+            labelled data, never on another question kind).
+    """
+
+    intercept: float
+    weights: dict[str, float]
+    source: str
+
+
 class EvaluatorDef(_Strict):
     """One evaluator, as data.
 
@@ -110,8 +148,26 @@ class EvaluatorDef(_Strict):
             E[level]/(L-1)), ``chunk_precision`` (noul per chunk: relevant/N),
             ``chunk_support`` (choice per chunk: max(0, (S-C)/N), any contradiction fails),
             ``claim_share`` (noul per claim: the mean P(supported) of the N claims),
-            ``typed_question`` (the item's own question, answered as asked).
+            ``typed_question`` (the item's own question, answered as asked), ``chunk_evidence``
+            (per chunk, a noul and a continuation combined into P(relevant)), ``support_pair``
+            (per chunk, two nouls, "shows the claim true" / "shows it false", each relative to
+            a content-free chunk), ``entity_recall`` (entities of ``expected`` matched in the
+            context, a noul per unmatched one; levels from the share present).
         threshold: default pass threshold on the 0..1 score (overridable per request).
+        chunk_state: per-chunk questions are asked over the chunk alone: each chunk is the state
+            of its own engine request ("Passage: <chunk>"), and the template quotes the other
+            fields it needs with ``{input}``, ``{output}``, ``{expected}`` (the field's text as
+            a JSON string). The questions of every evaluator over one chunk share its request.
+        state_fields: the item fields the state of this evaluator's questions holds (``None``:
+            the whole item, every data field). An evaluator that needs only ``expected`` and
+            ``context`` does not see ``output``.
+        likelihood: ``chunk_evidence`` scoring: the continuation question per chunk.
+        combine: ``chunk_evidence`` scoring: the fitted combination of per-chunk features;
+            ``support_pair``: the calibration of the "shows it true" noul.
+        combine_false: ``support_pair``: the calibration of the "shows it false" noul.
+        counter_template: ``support_pair``: the "shows it false" noul asked beside ``template``.
+        entity_template: ``entity_recall`` scoring: the noul asked per entity of ``expected``
+            not found verbatim in the context, ``{entity}`` quoting it.
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
             required): each question is asked twice, over the state and over the state without
             ``context``, and the score is how much the context raises P(yes)
@@ -132,9 +188,26 @@ class EvaluatorDef(_Strict):
     criteria: NoulCriteriaDef | None = None
     options: tuple[OptionDef, ...] | None = None
     levels: tuple[str, ...] | None = None
-    scoring: Literal["probability", "rubric", "chunk_precision", "chunk_support", "claim_share", "typed_question"]
+    scoring: Literal[
+        "probability",
+        "rubric",
+        "chunk_precision",
+        "chunk_support",
+        "claim_share",
+        "typed_question",
+        "chunk_evidence",
+        "support_pair",
+        "entity_recall",
+    ]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
     contrast: Literal["context"] | None = None
+    chunk_state: bool = False
+    state_fields: tuple[FieldName, ...] | None = None
+    likelihood: LikelihoodDef | None = None
+    combine: CombineDef | None = None
+    combine_false: CombineDef | None = None
+    counter_template: str | None = None
+    entity_template: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> EvaluatorDef:
@@ -168,6 +241,9 @@ class EvaluatorDef(_Strict):
             "chunk_support": ("choice", True, False),
             "claim_share": ("noul", False, True),
             "typed_question": ("typed", False, False),
+            "chunk_evidence": ("noul", True, False),
+            "support_pair": ("noul", True, False),
+            "entity_recall": ("score", False, False),
         }[self.scoring]
         if (self.question_type, self.per_chunk, self.per_claim) != compatible:
             raise ValueError(
@@ -208,8 +284,34 @@ class EvaluatorDef(_Strict):
                     )
                 if index is not None and (field != "context" or index != "i" or not self.per_chunk):
                     raise ValueError(f"{self.name}: `{field}[{index}]`: only `context[i]`, in a per-chunk evaluator")
-        if self.per_chunk and "`context[i]`" not in (self.template or ""):
+        if self.per_chunk and not self.chunk_state and "`context[i]`" not in (self.template or ""):
             raise ValueError(f"{self.name}: a per-chunk template must mention `context[i]`")
+        if self.chunk_state and not self.per_chunk:
+            raise ValueError(f"{self.name}: chunk_state is for per-chunk evaluators")
+        for text in self._texts():
+            for ref in _PLACEHOLDER.findall(text):
+                if ref == "claim":
+                    continue
+                if ref == "entity" and self.scoring == "entity_recall":
+                    continue
+                if ref not in declared or not self.chunk_state:
+                    raise ValueError(f"{self.name}: `{{{ref}}}` quotes a field only in a chunk_state evaluator")
+        if self.state_fields is not None and not set(self.state_fields) <= declared:
+            raise ValueError(f"{self.name}: state_fields must be declared fields")
+        if (self.scoring == "chunk_evidence") != (self.likelihood is not None):
+            raise ValueError(f"{self.name}: chunk_evidence scoring needs likelihood (and only it)")
+        if self.scoring == "chunk_evidence" and self.combine is None:
+            raise ValueError(f"{self.name}: chunk_evidence scoring needs combine")
+        if self.scoring in ("chunk_evidence", "support_pair") and not self.chunk_state:
+            raise ValueError(f"{self.name}: {self.scoring} scoring asks over each chunk alone (chunk_state)")
+        if (self.scoring == "support_pair") != (
+            self.counter_template is not None and self.combine is not None and self.combine_false is not None
+        ):
+            raise ValueError(f"{self.name}: support_pair scoring needs counter_template, combine and combine_false")
+        if (self.scoring == "entity_recall") != (self.entity_template is not None):
+            raise ValueError(f"{self.name}: entity_recall scoring needs entity_template (and only it)")
+        if self.entity_template is not None and "{entity}" not in self.entity_template:
+            raise ValueError(f"{self.name}: entity_template must quote {{entity}}")
         return self
 
     def _texts(self) -> list[str]:
@@ -218,6 +320,7 @@ class EvaluatorDef(_Strict):
             texts += [t for t in (self.criteria.true, self.criteria.false) if t]
         texts += [o.description for o in self.options or ()]
         texts += list(self.levels or ())
+        texts += [t for t in (self.entity_template, self.counter_template) if t]
         return texts
 
     @property
@@ -240,6 +343,8 @@ class Catalogue(_Strict):
     format: Literal[1]
     evaluators: tuple[EvaluatorDef, ...]
     suites: tuple[SuiteDef, ...] = ()
+    previous: tuple[EvaluatorDef, ...] = ()
+    """Earlier versions, selectable as ``name@version`` (e.g. ``chunk_relevance@1``)."""
 
     @model_validator(mode="after")
     def _check(self) -> Catalogue:
@@ -256,4 +361,13 @@ class Catalogue(_Strict):
                 raise ValueError(f"suite {suite.name!r} names unknown evaluators: {', '.join(missing)}")
             if len(set(suite.members)) != len(suite.members):
                 raise ValueError(f"suite {suite.name!r} lists an evaluator twice")
+        current = {e.name: e.version for e in self.evaluators}
+        seen: set[tuple[str, str]] = set()
+        for old in self.previous:
+            key = (old.name, old.version)
+            if old.name not in current or old.version == current[old.name] or key in seen:
+                raise ValueError(
+                    f"previous {old.name}@{old.version}: must be an earlier version of a current evaluator"
+                )
+            seen.add(key)
         return self

@@ -13,17 +13,29 @@ are applied when the item is sent (:func:`logitjudge.convert.with_rotations`).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
+from typing import Any
 
 import pysbd
 
 from logitjudge.contract.evaluate import Item
 from logitjudge.convert import question_to_engine
+from logitjudge.engine.prompt import render_text
 from logitjudge.engine.types import Option, Question
 from logitjudge.rubrics.definitions import EvaluatorDef
 from logitjudge.rubrics.items import parse_typed_question
 
-__all__ = ["question_ids", "build_questions", "chunk_text", "claims_of", "split_sentences"]
+__all__ = [
+    "question_ids",
+    "build_questions",
+    "build_groups",
+    "chunk_text",
+    "claims_of",
+    "split_sentences",
+    "MAIN_GROUP",
+    "NULL_GROUP",
+]
 
 
 def chunk_text(template: str, index: int) -> str:
@@ -97,3 +109,95 @@ def build_questions(
             for qid, claim in zip(ids, claims, strict=True)
         }
     return {defn.name: _one(defn, template)}
+
+
+MAIN_GROUP = "item"
+"""The group of questions asked over the whole item (every data field in the state)."""
+NULL_GROUP = "null"
+"""The group asked over a content-free chunk (the baseline of per-chunk evaluators)."""
+
+
+def chunk_group(index: int) -> str:
+    """The group of questions asked over chunk ``index`` alone."""
+    return f"chunk:{index}"
+
+
+def fields_group(fields: tuple[str, ...]) -> str:
+    """The group of questions asked over a state of ``fields`` only."""
+    return "fields:" + ",".join(fields)
+
+
+def chunk_state(chunk: Any) -> str:
+    """The state of a chunk's own request: ``"Passage: <chunk>"`` (a structured chunk as canonical JSON)."""
+    return "Passage: " + render_text(chunk)
+
+
+def quote_fields(template: str, item: Item) -> str:
+    """``{input}`` / ``{output}`` / ``{expected}`` in ``template`` -> the field's text as a JSON string."""
+    for name in ("input", "output", "expected"):
+        key = "{" + name + "}"
+        if key in template:
+            template = template.replace(key, json.dumps(render_text(getattr(item, name)), ensure_ascii=False))
+    return template
+
+
+def _noul(text: str, true: str | None = None, false: str | None = None) -> Question:
+    return Question("noul", text, (Option("true", true), Option("false", false)), calibrated=False)
+
+
+Group = tuple[Any, dict[str, Question]]
+"""A group's state and its questions by namespaced id."""
+
+
+def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
+    """``{group key: (state, {namespaced id: question})}`` for an evaluator whose questions are
+    not asked over the whole item (``chunk_state``, ``state_fields`` or ``entity_recall``).
+
+    Ids: ``chunk_evidence``: ``<name>.<i>`` (the noul over chunk i), ``<name>.<i>.lik`` (its
+    continuation), ``<name>.null`` and ``<name>.null.lik`` over the content-free chunk.
+    ``support_pair``: ``<name>.<i>.true`` / ``<name>.<i>.false`` and the same for ``null``.
+    ``entity_recall``: ``<name>.e<k>`` for each entity k not found verbatim in the context (none
+    when every entity is found). Other scorings: their usual ids over a state of ``state_fields``.
+    Questions carry ``calibrated=False``: the engine's calibration (fitted on typed questions)
+    never scales them.
+    """
+    groups: dict[str, Group] = {}
+
+    def add(key: str, state: Any, qid: str, q: Question) -> None:
+        groups.setdefault(key, (state, {}))[1][qid] = q
+
+    name = defn.name
+    crit = defn.criteria
+    if defn.scoring == "entity_recall":
+        from logitjudge.rubrics.entities import entities_of, find_in
+
+        fields = defn.state_fields or ("context",)
+        state = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields}
+        context = " \n".join(render_text(c) for c in item.chunks())
+        for k, entity in enumerate(entities_of(render_text(item.expected))):
+            if not find_in(entity, context):
+                text = (defn.entity_template or "").replace("{entity}", json.dumps(entity, ensure_ascii=False))
+                add(fields_group(fields), state, f"{name}.e{k}", _noul(text))
+        return groups
+    if defn.chunk_state:
+        text = quote_fields(defn.template or "", item)
+        null_chunk = defn.likelihood.null_chunk if defn.likelihood else "N/A"
+        units = [*((chunk_group(i), chunk_state(c), str(i)) for i, c in enumerate(item.chunks()))]
+        if defn.scoring in ("chunk_evidence", "support_pair"):
+            units.append((NULL_GROUP, chunk_state(null_chunk), "null"))
+        for key, state, tag in units:
+            if defn.scoring == "support_pair":
+                add(key, state, f"{name}.{tag}.true", _noul(text))
+                add(key, state, f"{name}.{tag}.false", _noul(quote_fields(defn.counter_template or "", item)))
+                continue
+            add(key, state, f"{name}.{tag}", _noul(text, crit.true if crit else None, crit.false if crit else None))
+            if defn.likelihood is not None:
+                scored = render_text(getattr(item, defn.likelihood.text))
+                q = Question("continuation", defn.likelihood.instructions, (Option(scored),), calibrated=False)
+                add(key, state, f"{name}.{tag}.lik", q)
+        return groups
+    fields = defn.state_fields or ()
+    state = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields if item.has(f)}
+    qs = build_questions(defn, item)
+    groups[fields_group(fields)] = (state, {qid: replace(q, calibrated=False) for qid, q in qs.items()})
+    return groups

@@ -6,6 +6,7 @@
     reg.get("chunk_relevance")                 # EvaluatorDef
     reg.select(["RAG", "conciseness"])   # [Selected(chunk_relevance, explicit=False), ..., conciseness]
     reg.get("chunk_relevence")                 # UnknownEvaluatorError: ... did you mean 'chunk_relevance'?
+    reg.select(["chunk_relevance@1"])          # an earlier version, by name@version
 
 Evaluator names match exactly; suite names also match in any case (``rag``), as spec B.5
 suggests. A suite expands to its members in order; an evaluator named twice (directly or
@@ -61,6 +62,8 @@ class Registry:
         self.catalogue = catalogue
         self.evaluators: dict[str, EvaluatorDef] = {e.name: e for e in catalogue.evaluators}
         self.suites: dict[str, SuiteDef] = {s.name: s for s in catalogue.suites}
+        self.versions: dict[str, EvaluatorDef] = {f"{e.name}@{e.version}": e for e in catalogue.previous}
+        self.versions.update({f"{e.name}@{e.version}": e for e in catalogue.evaluators})
         self._suite_by_lower = {s.name.lower(): s for s in catalogue.suites}
 
     @classmethod
@@ -92,8 +95,9 @@ class Registry:
         return Registry(self.catalogue.model_copy(update={"evaluators": evaluators}))
 
     def names(self) -> list[str]:
-        """Evaluator names, then suite names, in catalogue order."""
-        return [*self.evaluators, *self.suites]
+        """Evaluator names, then suite names, in catalogue order, then ``name@version`` of
+        every version (the current ones and :attr:`Catalogue.previous`)."""
+        return [*self.evaluators, *self.suites, *self.versions]
 
     def suggest(self, name: str) -> list[str]:
         """Up to three known names close to ``name`` (case-insensitive)."""
@@ -143,16 +147,24 @@ class Registry:
             raise InvalidRequestError("name at least one evaluator or suite", field=tuple(field))
         order: list[str] = []
         explicit: set[str] = set()
+        pinned: dict[str, EvaluatorDef] = {}
         for i, name in enumerate(names):
             if name in self.evaluators:
                 members: Sequence[str] = (name,)
                 explicit.add(name)
+            elif name in self.versions:  # "chunk_relevance@1": that version, in place of the current one
+                defn = self.versions[name]
+                if pinned.get(defn.name, defn) != defn:
+                    raise InvalidRequestError(f"{defn.name} is named in two versions", field=(*field, i))
+                pinned[defn.name] = defn
+                members = (defn.name,)
+                explicit.add(defn.name)
             elif (suite := self.suite(name)) is not None:
                 members = suite.members
             else:
                 raise self.unknown(name, field=(*field, i))
             order += [m for m in members if m not in order]
-        return [Selected(self.evaluators[n], n in explicit) for n in order]
+        return [Selected(pinned.get(n, self.evaluators[n]), n in explicit) for n in order]
 
 
 @lru_cache(maxsize=1)

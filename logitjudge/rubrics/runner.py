@@ -30,9 +30,17 @@ from logitjudge.engine.calibration import evaluator_key
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
-from logitjudge.rubrics.questions import build_questions
+from logitjudge.rubrics.questions import MAIN_GROUP, Group, build_groups, build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.scoring import SCALED_SCORINGS, Answered, errored, score_answers, skipped
+from logitjudge.rubrics.scoring import (
+    GROUP_SCORINGS,
+    SCALED_SCORINGS,
+    Answered,
+    errored,
+    score_answers,
+    score_groups,
+    skipped,
+)
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
@@ -72,6 +80,39 @@ class ItemPlan:
     order: list[str] = field(default_factory=list)
     contrast: dict[str, Question] = field(default_factory=dict)
     """The questions of evaluators with ``contrast: "context"``, asked again without ``context``."""
+    groups: dict[str, Group] = field(default_factory=dict)
+    """Questions not asked over the whole item, by group (:func:`~logitjudge.rubrics.questions.build_groups`):
+    each chunk alone, a content-free chunk, or a state of some fields only."""
+
+    def has_questions(self) -> bool:
+        """Whether this item makes any engine request."""
+        return bool(self.questions) or any(qs for _, qs in self.groups.values())
+
+    def engine_requests(self, rotations: int = 1) -> list[tuple[str, EngineRequest]]:
+        """Every engine request of this item, keyed by group: the whole item (:data:`MAIN_GROUP`,
+        :meth:`request`), its twin without ``context`` (:data:`CONTRAST_GROUP`,
+        :meth:`contrast_request`), then each of :attr:`groups` (in order of first use). The
+        runner and the HTTP route both send exactly these, in one batch.
+
+        Raises:
+            InvalidRequestError: a state is not valid wire Text.
+        """
+        out: list[tuple[str, EngineRequest]] = []
+        if self.questions:
+            out.append((MAIN_GROUP, self.request(rotations)))
+        twin = self.contrast_request(rotations)
+        if twin is not None:
+            out.append((CONTRAST_GROUP, twin))
+        for key, (state, qs) in self.groups.items():
+            if qs:
+                check_state(state)
+                out.append(
+                    (
+                        key,
+                        EngineRequest(state=state, questions=tuple(with_rotations(q, rotations) for q in qs.values())),
+                    )
+                )
+        return out
 
     def contrast_request(self, rotations: int = 1) -> EngineRequest | None:
         """The content-free twin of :meth:`request` for the contrast questions (None if none):
@@ -98,8 +139,14 @@ class ItemPlan:
         )
 
 
-_Responses = tuple["ItemPlan", "EngineResult | LogitJudgeError | None", "EngineResult | LogitJudgeError | None"]
-"""An item's plan, the engine's response to its request and to its contrast twin (or the error)."""
+CONTRAST_GROUP = "nocontext"
+"""The key of the contrast twin's request (the whole item without ``context``)."""
+
+Response = EngineResult | LogitJudgeError | None
+"""One engine request's answer, the error it raised, or None (not asked)."""
+
+_Responses = tuple["ItemPlan", dict[str, Response]]
+"""An item's plan and the engine's response to each of its requests, by group key."""
 
 
 def _missing_reason(fields: Sequence[str], item: Item) -> str:
@@ -159,6 +206,14 @@ def plan_item(
                 )
             plan.early[defn.name] = skipped(defn, _missing_reason(missing, item))
             continue
+        if defn.chunk_state or defn.state_fields is not None or defn.scoring == "entity_recall":
+            ids: list[str] = []
+            for key, (state, qs) in build_groups(defn, item).items():
+                group = plan.groups.setdefault(key, (state, {}))
+                group[1].update(qs)
+                ids += list(qs)
+            plan.owners.append((sel, ids))
+            continue
         try:
             qs = build_questions(defn, item, field=(*field_prefix, "question"))
         except InvalidRequestError as exc:
@@ -205,59 +260,64 @@ def lowest_option_mass(answered: Sequence[Answered]) -> float | None:
 
 def finish_plan(
     plan: ItemPlan,
-    response: EngineResult | LogitJudgeError | None,
+    response: Response | Mapping[str, Response],
     thresholds: Mapping[str, float],
-    contrast: EngineResult | LogitJudgeError | None = None,
+    contrast: Response = None,
     scalings: Mapping[str, Scaling] | None = None,
 ) -> ItemResult:
-    """Score the engine's answers to ``plan``'s request into the item's result.
+    """Score the engine's answers to ``plan``'s requests into the item's result.
 
-    ``response`` is the item's :class:`EngineResult` (answers in the order of
-    ``plan.questions``), the error that request alone raised (its evaluators are ``error``), or
-    None when the item made no engine call. ``contrast`` is the answer to
-    :meth:`ItemPlan.contrast_request` (or its error: the contrast evaluators are ``error``).
+    ``response``: the responses to :meth:`ItemPlan.engine_requests` by group key (each an
+    :class:`EngineResult`, the error that request alone raised, or absent when not asked), or,
+    for the whole-item request alone, that one response (and ``contrast``: the answer to
+    :meth:`ItemPlan.contrast_request`). An evaluator whose request failed is ``error``.
     ``scalings``: the calibration's scaling of each evaluator's score, by
     ``"<name>@<version>"`` (``Judge.evaluator_scalings``), for the ``probability`` and
     ``rubric`` evaluators it names.
     """
+    responses: dict[str, Response] = (
+        dict(response) if isinstance(response, Mapping) else {MAIN_GROUP: response, CONTRAST_GROUP: contrast}
+    )
     results: dict[str, EvaluatorResult] = dict(plan.early)
-    usage = EvaluateUsage()
-    if isinstance(response, LogitJudgeError):
-        for sel, _ in plan.owners:
-            results[sel.name] = errored(sel.definition, f"{type(response).__name__}: {response.message}")
-    elif response is not None:
-        usage = EvaluateUsage(
-            input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens, requests=1
-        )
-        by_id = {qid: Answered(q, a) for (qid, q), a in zip(plan.questions.items(), response.answers, strict=True)}
-        base_id: dict[str, Answered] = {}
-        if isinstance(contrast, EngineResult):
-            usage = EvaluateUsage(
-                input_tokens=usage.input_tokens + contrast.usage.input_tokens,
-                output_tokens=usage.output_tokens + contrast.usage.output_tokens,
-                requests=usage.requests + 1,
-            )
-            base_id = {qid: Answered(q, a) for (qid, q), a in zip(plan.contrast.items(), contrast.answers, strict=True)}
-        for sel, ids in plan.owners:
-            defn = sel.definition
-            own = [by_id[i] for i in ids]
-            baseline = None
-            if defn.contrast is not None:
-                if not isinstance(contrast, EngineResult):
-                    why = "no answer" if contrast is None else f"{type(contrast).__name__}: {contrast.message}"
-                    results[defn.name] = errored(defn, f"the request without `context` failed: {why}")
-                    continue
-                baseline = [base_id[i] for i in ids]
-            try:
-                scaling = None
-                if defn.scoring in SCALED_SCORINGS:  # the scorings with a score scaling
-                    scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
+    questions: dict[str, dict[str, Question]] = {MAIN_GROUP: plan.questions, CONTRAST_GROUP: plan.contrast}
+    questions.update({key: qs for key, (_, qs) in plan.groups.items()})
+    by_id: dict[str, Answered] = {}
+    failed: dict[str, str] = {}  # question id -> why its request failed
+    tokens = outputs = requests = 0
+    for key, qs in questions.items():
+        got = responses.get(key)
+        if isinstance(got, EngineResult):
+            tokens, outputs, requests = tokens + got.usage.input_tokens, outputs + got.usage.output_tokens, requests + 1
+            prefix = "~" if key == CONTRAST_GROUP else ""
+            by_id.update({prefix + qid: Answered(q, a) for (qid, q), a in zip(qs.items(), got.answers, strict=True)})
+        elif qs:
+            why = "no answer" if got is None else f"{type(got).__name__}: {got.message}"
+            if key == CONTRAST_GROUP:
+                why = f"the request without `context` failed: {why}"
+            failed.update({("~" if key == CONTRAST_GROUP else "") + qid: why for qid in qs})
+    usage = EvaluateUsage(input_tokens=tokens, output_tokens=outputs, requests=requests)
+    for sel, ids in plan.owners:
+        defn = sel.definition
+        needed = [*ids, *(f"~{i}" for i in ids if defn.contrast is not None)]
+        missing = [failed[i] for i in needed if i in failed]
+        if missing:
+            results[defn.name] = errored(defn, missing[0])
+            continue
+        own = [by_id[i] for i in ids]
+        baseline = [by_id[f"~{i}"] for i in ids] if defn.contrast is not None else None
+        try:
+            scaling = None
+            if defn.scoring in SCALED_SCORINGS:  # the scorings with a score scaling
+                scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
+            if defn.scoring in GROUP_SCORINGS:
+                scored = score_groups(defn, dict(zip(ids, own)), thresholds.get(defn.name), plan.item)
+            else:
                 scored = score_answers(defn, own, thresholds.get(defn.name), baseline, scaling)
-            except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
-                results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
-                continue
-            mass = lowest_option_mass([*own, *(baseline or ())])
-            results[defn.name] = scored if mass is None else scored.model_copy(update={"x_option_mass": mass})
+        except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
+            results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
+            continue
+        mass = lowest_option_mass([a for a in (*own, *(baseline or ())) if a.question.type != "continuation"])
+        results[defn.name] = scored if mass is None else scored.model_copy(update={"x_option_mass": mass})
     ordered = {name: results[name] for name in plan.order}
     verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
     return ItemResult(id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage)
@@ -304,28 +364,24 @@ def run_plans(
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[_Responses]:
-        # keys: (id(plan), False) for the item's request, (id(plan), True) for its contrast twin
-        by_plan: dict[tuple[int, bool], EngineResult | LogitJudgeError] = {}
-        sent: list[tuple[tuple[int, bool], EngineRequest]] = []
+        by_plan: dict[tuple[int, str], Response] = {}
+        sent: list[tuple[tuple[int, str], EngineRequest]] = []
         for p in batch:
-            if not p.questions:
-                continue
             try:
-                sent.append(((id(p), False), p.request(rotations)))
-                twin = p.contrast_request(rotations)
-                if twin is not None:
-                    sent.append(((id(p), True), twin))
+                sent += [((id(p), key), req) for key, req in p.engine_requests(rotations)]
             except InvalidRequestError as exc:
-                by_plan[(id(p), False)] = exc
+                by_plan[(id(p), MAIN_GROUP)] = exc
+                by_plan.update({(id(p), key): exc for key in p.groups})
+                by_plan[(id(p), CONTRAST_GROUP)] = exc
         if sent:
             results = judge.answer_many([req for _, req in sent])
             by_plan.update(zip((key for key, _ in sent), results, strict=True))
         if strict and len(batch) == 1:
-            for twin_key in (False, True):
-                if isinstance(error := by_plan.get((id(batch[0]), twin_key)), LogitJudgeError):
-                    raise error
+            for (_, _key), got in by_plan.items():
+                if isinstance(got, LogitJudgeError):
+                    raise got
         for p in batch:
-            yield p, by_plan.get((id(p), False)), by_plan.get((id(p), True))
+            yield p, {key: got for (pid, key), got in by_plan.items() if pid == id(p)}
         batch.clear()
 
     def answered() -> Iterator[_Responses]:
@@ -341,16 +397,16 @@ def run_plans(
         done, counts = debiased(list(done))
         if debias_report is not None:
             debias_report.update(counts)
-    for p, response, twin in done:
-        yield finish_plan(p, response, checked, twin, scalings)
+    for p, responses in done:
+        yield finish_plan(p, responses, checked, scalings=scalings)
 
 
 def debiased(answered: Sequence[_Responses]) -> tuple[list[_Responses], dict[str, int]]:
     """Every item's responses with the typed choice/score questions batch-calibrated over all
     of them (:func:`logitjudge.rubrics.debias.batch_calibrated`), and its counts."""
-    held = [((p, twin), _typed_questions(p), response) for p, response, twin in answered]
+    held = [((p, responses), _typed_questions(p), responses.get(MAIN_GROUP)) for p, responses in answered]
     adjusted, counts = batch_calibrated(held)
-    return [(p, response, twin) for (p, twin), _, response in adjusted], counts  # type: ignore[misc]
+    return [(p, {**responses, MAIN_GROUP: response}) for (p, responses), _, response in adjusted], counts  # type: ignore[misc]
 
 
 def _typed_questions(plan: ItemPlan) -> list[Question | None]:

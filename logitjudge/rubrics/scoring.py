@@ -29,12 +29,13 @@ page's example (levels 2 and 3 at 5% / 95%, expected level 2.95, shown as "2.9 /
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult
+from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult, Item
 from logitjudge.convert import answer_to_wire
 from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness, noul_distribution
@@ -425,3 +426,228 @@ def score_answers(
     if defn.scoring == "claim_share":
         return score_claim_share(defn, answers, limit, baseline)
     return _SCORERS[defn.scoring](defn, answers, limit)
+
+
+# -- evaluators whose questions are asked per group (each chunk alone, a null chunk, some fields) --
+
+GROUP_SCORINGS = ("chunk_evidence", "support_pair", "entity_recall")
+"""The scorings whose answers come from several requests (:func:`score_groups`)."""
+
+_LOGIT_EPS = 1e-6
+
+
+def _logit(p: float) -> float:
+    q = min(1.0 - _LOGIT_EPS, max(_LOGIT_EPS, float(p)))
+    return math.log(q / (1.0 - q))
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+
+def chunk_features(noul: Answered, lik: Answered, null_noul: Answered, null_lik: Answered) -> dict[str, float]:
+    """The per-chunk features of ``chunk_evidence`` scoring.
+
+    - ``pmi``: ``(log P(text | chunk) - log P(text | null chunk)) / tokens``, nats per token:
+      how much the chunk raises the likelihood of the scored text (the question, for chunk
+      relevance): pointwise mutual information, the question-likelihood reranking of Sachan et
+      al. 2022 ("Improving Passage Retrieval with Zero-Shot Question Generation", UPR) with the
+      content-free baseline of Holtzman et al. 2021 ("Surface Form Competition");
+    - ``pmi_sum``: the same, summed over the tokens (nats);
+    - ``yes``: logit P(yes) of the chunk's noul;
+    - ``yes_rel``: ``yes`` minus the null chunk's (Zhao et al. 2021, "Calibrate Before Use").
+    """
+    assert lik.answer.log_likelihood is not None and null_lik.answer.log_likelihood is not None
+    gain = lik.answer.log_likelihood - null_lik.answer.log_likelihood
+    yes = _logit(noul.p_yes())
+    return {
+        "pmi": gain / max(1, lik.answer.tokens or 1),
+        "pmi_sum": gain,
+        "yes": yes,
+        "yes_rel": yes - _logit(null_noul.p_yes()),
+    }
+
+
+def _combined(combine: Any, features: Mapping[str, float]) -> float:
+    """``sigmoid(intercept + sum_f w_f x_f)`` of a :class:`~logitjudge.rubrics.definitions.CombineDef`."""
+    return _sigmoid(combine.intercept + sum(w * features[f] for f, w in combine.weights.items()))
+
+
+def score_chunk_evidence(
+    defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float, n_chunks: int
+) -> EvaluatorResult:
+    """Per chunk: P(relevant) = the definition's fitted ``combine`` of :func:`chunk_features`;
+    chunk i is relevant when P >= 0.5. Score = relevant / N (precision, as RAGAS
+    context_precision without ranks); ``label`` "nn% yes" of the score, ``probabilities``
+    yes/no of the score, ``confidence`` ``|score - 0.5| * 2`` (the page's result shape);
+    ``x_soft_score`` = mean P(relevant); details per chunk with ``x_features``."""
+    name = defn.name
+    null_noul, null_lik = answers[f"{name}.null"], answers[f"{name}.null.lik"]
+    details = []
+    soft = []
+    for i in range(n_chunks):
+        feats = chunk_features(answers[f"{name}.{i}"], answers[f"{name}.{i}.lik"], null_noul, null_lik)
+        p = _combined(defn.combine, feats)
+        soft.append(p)
+        details.append(_yes_no_detail(i, p).model_copy(update={"x_features": feats}))
+    relevant = sum(d.passed for d in details)
+    score = relevant / n_chunks
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=score,
+        label=percent_label(score),
+        confidence=decisiveness(score),
+        probabilities=_yes_no(score),
+        passed=score >= threshold,
+        details=details,
+        x_soft_score=sum(soft) / n_chunks,
+        x_relevant=f"{relevant}/{n_chunks} relevant",
+    )
+
+
+def support_distribution(p_true: float, p_false: float) -> dict[str, float]:
+    """Three-way probabilities of one chunk from two calibrated yes/no probabilities: "shows the
+    claim true" ``p_true`` and "shows it false" ``p_false``, taken as independent and
+    conditioned on not both: supports ∝ t(1-f), contradicts ∝ f(1-t), unrelated ∝ (1-t)(1-f)."""
+    s, c, u = p_true * (1 - p_false), p_false * (1 - p_true), (1 - p_true) * (1 - p_false)
+    z = s + c + u
+    return {"supports": s / z, "contradicts": c / z, "unrelated": u / z}
+
+
+def score_support_pair(
+    defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float, n_chunks: int
+) -> EvaluatorResult:
+    """Per chunk: two nouls over the chunk alone, "shows the claim true" and "shows it false",
+    each made relative to a content-free chunk (``logit p - logit p_null``) and calibrated by the
+    definition's fitted ``combine`` (true) and ``combine_false`` (false) into probabilities, then
+    :func:`support_distribution`. The chunk's label is its most probable option.
+
+    Item: score = max(0, (S - C) / N) over the chunk labels [docs]; a contradicting chunk fails;
+    ``label``: "contradicts" when a chunk contradicts, else "supports" when one supports, else
+    "unrelated" (the option key, as the page shows); ``probabilities``: contradicts = P(at
+    least one chunk contradicts), supports = P(none contradicts and one supports), unrelated
+    the rest (chunks independent); ``x_counts`` the label counts.
+    """
+    name = defn.name
+    t0, f0 = answers[f"{name}.null.true"].p_yes(), answers[f"{name}.null.false"].p_yes()
+    details = []
+    for i in range(n_chunks):
+        t, f = answers[f"{name}.{i}.true"].p_yes(), answers[f"{name}.{i}.false"].p_yes()
+        feats_t = {"yes": _logit(t), "yes_rel": _logit(t) - _logit(t0)}
+        feats_f = {"yes": _logit(f), "yes_rel": _logit(f) - _logit(f0)}
+        probs = support_distribution(_combined(defn.combine, feats_t), _combined(defn.combine_false, feats_f))
+        label = max(probs, key=lambda k: probs[k])
+        details.append(
+            ChunkDetail(
+                index=i,
+                label=label,
+                score=CHUNK_SUPPORT_SCORES[label],
+                probabilities=probs,
+                confidence=_clip01(answer_fields.choice_confidence(list(probs.values()))),
+                passed=label != "contradicts",
+            )
+        )
+    counts = {k: sum(d.label == k for d in details) for k in ("supports", "contradicts", "unrelated")}
+    score = max(0.0, (counts["supports"] - counts["contradicts"]) / n_chunks)
+    none_c = math.prod(1 - (d.probabilities or {})["contradicts"] for d in details)
+    none_s = math.prod(1 - (d.probabilities or {})["supports"] for d in details)
+    top = {"supports": none_c * (1 - none_s), "contradicts": 1 - none_c, "unrelated": none_c * none_s}
+    label = "contradicts" if counts["contradicts"] else "supports" if counts["supports"] else "unrelated"
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=score,
+        label=label,
+        confidence=_clip01(answer_fields.choice_confidence(list(top.values()))),
+        probabilities=top,
+        passed=counts["contradicts"] == 0 and score >= threshold,
+        details=details,
+        x_counts=counts,
+    )
+
+
+def level_of_share(present: int, total: int, top: int = 3) -> int:
+    """The page's level of ``present`` of ``total`` entities: 0 none, ``top`` all; between,
+    levels 1..top-1 by the share (``top = 3``: under half "a few" (1), half or more "most" (2))."""
+    if present <= 0:
+        return 0
+    if present >= total:
+        return top
+    return 1 + min(top - 2, int((present / total) * (top - 1)))
+
+
+def count_distribution(ps: Sequence[float]) -> list[float]:
+    """P(exactly k of independent events happen), k = 0..n, for event probabilities ``ps``
+    (the Poisson-binomial distribution, by the usual O(n^2) recursion)."""
+    dist = [1.0]
+    for p in ps:
+        dist = [
+            (dist[k] if k < len(dist) else 0.0) * (1 - p) + (dist[k - 1] * p if k else 0.0)
+            for k in range(len(dist) + 1)
+        ]
+    return dist
+
+
+def score_entity_recall(
+    defn: EvaluatorDef,
+    answers: Mapping[str, Answered],
+    threshold: float,
+    entities: Sequence[str],
+    found: Sequence[bool],
+) -> EvaluatorResult:
+    """Entities of ``expected`` (:func:`logitjudge.rubrics.entities.entities_of`): one found
+    verbatim in the context is present (p = 1); otherwise p = P(yes) of the model's question
+    "does the context mention it, or the same thing written another way?". The number present
+    follows the Poisson-binomial distribution of the p's; each count k of N maps to the page's
+    level (:func:`level_of_share`), giving ``probabilities`` per level. Score = E[level]/top,
+    ``label`` "x.x / top", ``confidence`` the score answer's (spec A.7), passed when score >=
+    threshold; ``details``: one per entity (label ``"<entity>": verbatim`` or its "nn% yes").
+    """
+    name = defn.name
+    top = defn.top_level
+    ps, details = [], []
+    for k, (entity, hit) in enumerate(zip(entities, found, strict=True)):
+        p = 1.0 if hit else answers[f"{name}.e{k}"].p_yes()
+        ps.append(p)
+        label = f"{json.dumps(entity, ensure_ascii=False)}: " + ("verbatim" if hit else percent_label(p))
+        details.append(
+            ChunkDetail(index=k, label=label, score=p, probability=p, confidence=decisiveness(p), passed=p >= 0.5)
+        )
+    levels = [0.0] * (top + 1)
+    for k, pk in enumerate(count_distribution(ps)):
+        levels[level_of_share(k, len(ps), top)] += pk
+    expected = sum(i * p for i, p in enumerate(levels))
+    score = _clip01(expected / top)
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=score,
+        label=level_label(expected, top),
+        confidence=_clip01(answer_fields.score_confidence(levels)),
+        probabilities={str(i): p for i, p in enumerate(levels)},
+        legend={str(i): lv for i, lv in enumerate(defn.levels or ())},
+        passed=score >= threshold,
+        details=details,
+    )
+
+
+def score_groups(
+    defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float | None, item: Item
+) -> EvaluatorResult:
+    """Dispatch a :data:`GROUP_SCORINGS` evaluator: ``answers`` by question id
+    (:func:`logitjudge.rubrics.questions.build_groups`), ``item`` for its chunks and entities.
+
+    Raises:
+        KeyError: an answer the scoring needs is missing.
+    """
+    limit = defn.threshold if threshold is None else threshold
+    if defn.scoring == "chunk_evidence":
+        return score_chunk_evidence(defn, answers, limit, len(item.chunks()))
+    if defn.scoring == "support_pair":
+        return score_support_pair(defn, answers, limit, len(item.chunks()))
+    from logitjudge.engine.prompt import render_text
+    from logitjudge.rubrics.entities import entities_of, find_in
+
+    entities = entities_of(render_text(item.expected))
+    if not entities:
+        return skipped(defn, "no entity (name, number, date or quoted term) found in `expected`")
+    context = " \n".join(render_text(c) for c in item.chunks())
+    return score_entity_recall(defn, answers, limit, entities, [find_in(e, context) for e in entities])
