@@ -1,0 +1,124 @@
+"""The documentation speaks to users and holds together: README.md, CONTRIBUTING.md and docs/.
+
+- No development history in user docs: no issue numbers, no "colleague" or "another engineer",
+  no commit digests (history belongs in CHANGELOG.md and git).
+- Every relative link resolves to a file in the repository (and its #anchor to a heading there);
+  no link points outside the repository except to a public http(s) URL.
+- The generated reference pages equal what ``docs/gen_reference.py`` writes from the code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted(
+    [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "benchmarks" / "README.md", *(ROOT / "docs").rglob("*.md")]
+)
+# CONTRIBUTING speaks to developers; the API specification is a copied reference document that
+# cites its upstream sources (their commits and issues) for every fact.
+USER_PAGES = [p for p in PAGES if p.name not in ("CONTRIBUTING.md", "api-spec.md")]
+
+FORBIDDEN = {
+    "an issue number": re.compile(r"\bissues? ?#?[0-9]", re.IGNORECASE),
+    "a colleague": re.compile(r"\bcolleague", re.IGNORECASE),
+    "another engineer": re.compile(r"\banother engineer", re.IGNORECASE),
+    # 7+ hex characters with at least one digit and one letter (a digest), not a plain number or
+    # word, nor a fingerprint inside a file name (qwen2.5-coder-1.5b-instruct-9c778aac-lj-prompt-...)
+    "a commit digest": re.compile(r"(?<![-\w./])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![-\w])"),
+}
+# A sha256 that pins a file users can verify is not a commit digest: 64 hex characters.
+SHA256 = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def _rel(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=_rel)
+def test_no_development_history(page):
+    text = SHA256.sub("", page.read_text())
+    found = [
+        f"{what}: line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for what, pattern in FORBIDDEN.items()
+        for m in pattern.finditer(text)
+    ]
+    assert not found, f"{_rel(page)} carries history meant for CHANGELOG.md/git:\n" + "\n".join(found)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    tokens = MarkdownIt().parse(page.read_text())
+    return {
+        _slug(tokens[i + 1].content)
+        for i, tok in enumerate(tokens)
+        if tok.type == "heading_open" and i + 1 < len(tokens)
+    }
+
+
+def _links(page: Path) -> list[str]:
+    """Every link and image target of a page (markdown-it's parse, so code blocks are skipped)."""
+    out = []
+    for tok in MarkdownIt().parse(page.read_text()):
+        for child in tok.children or ():
+            if child.type == "link_open":
+                out.append(str(child.attrs.get("href", "")))
+            elif child.type == "image":
+                out.append(str(child.attrs.get("src", "")))
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_links_resolve(page):
+    broken = []
+    for href in _links(page):
+        if re.match(r"^(https?|mailto):", href):
+            continue
+        if re.match(r"^[a-z][a-z0-9+.-]*:", href):
+            broken.append(f"{href}: only public http(s) links may leave the repository")
+            continue
+        path, _, anchor = href.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            broken.append(f"{href}: no such file")
+        elif ROOT not in target.parents and target != ROOT:
+            broken.append(f"{href}: outside the repository")
+        elif anchor and target.suffix == ".md" and anchor not in _anchors(target):
+            broken.append(f"{href}: no heading #{anchor} in {_rel(target)}")
+    assert not broken, f"{_rel(page)}:\n" + "\n".join(broken)
+
+
+def test_no_link_to_the_shared_folder():
+    """`shared/` is not part of the repository: cite an in-repo copy or a public source instead."""
+    hits = [f"{_rel(p)}: {href}" for p in PAGES for href in _links(p) if "shared/" in href]
+    assert not hits, "\n".join(hits)
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("lj_gen_reference", ROOT / "docs" / "gen_reference.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_reference_pages_are_fresh():
+    gen = _generator()
+    for page, render in gen.PAGES.items():
+        assert page.exists(), f"{_rel(page)} is missing: run python docs/gen_reference.py"
+        made_with = gen.generated_python(page)
+        here = f"{sys.version_info.major}.{sys.version_info.minor}"
+        if made_with != here:
+            pytest.skip(f"{_rel(page)} was generated with Python {made_with}; argparse's layout differs on {here}")
+        assert page.read_text() == render(), f"{_rel(page)} is stale: run python docs/gen_reference.py"
