@@ -32,6 +32,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 def render_cli() -> str:
     """The CLI reference page: the top-level help, then each subcommand's, in the parser's order."""
+    if str(DOCS.parent) not in sys.path:  # document this checkout, not another installed copy
+        sys.path.insert(0, str(DOCS.parent))
     from logitjudge.cli import build_parser
 
     previous = os.environ.get("COLUMNS")
