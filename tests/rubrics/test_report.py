@@ -1,10 +1,13 @@
-"""The HTML report of ``logitjudge evaluate``: the model that produced the rows and a per-item table.
+"""The HTML report of ``logitjudge evaluate``: the model that produced the rows, and every item to debug from
+(texts, verdicts, per-chunk verdicts, gold, flags), checked through its DOM (stdlib ``html.parser``).
 
 Regression: the report said "model: default" instead of the served model and had no per-item
 rows. The same page from a real run is checked in ``test_evaluate_real_model.py``.
 """
 
 from __future__ import annotations
+
+from html.parser import HTMLParser
 
 from logitjudge.rubrics import report
 from logitjudge.rubrics.aggregate import summarize
@@ -46,17 +49,116 @@ def test_the_report_names_the_model_and_its_fingerprint():
     assert report.model_line(None).startswith("unknown")
 
 
-def test_the_report_has_one_row_per_item_and_evaluator_with_gold_and_the_low_mass_flag():
+SOURCES = {
+    "item<1>": {
+        "id": "item<1>",
+        "input": "Who wrote <Hamlet>?",
+        "output": "Shakespeare wrote it. He was English.",
+        "context": ["Hamlet is a play by William Shakespeare & co.", "Unrelated <b>chunk</b>."],
+        "expected": "William Shakespeare",
+    },
+    "item-2": {"id": "item-2", "question": "2+2?", "answer": "4", "contexts": ["arithmetic"]},
+}
+
+
+class _Page(HTMLParser):
+    """The report's DOM, as much as the checks need: item blocks, result rows, chunk tables, script."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, dict[str, str]]] = []
+        self.items: list[dict[str, object]] = []
+        self.scripts: list[str] = []
+        self.external: list[str] = []
+        self.in_script = False
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        for key in ("src", "href"):
+            if key in a and not a[key].startswith(("data:", "#")):
+                self.external.append(a[key])
+        if tag == "details" and "item" in a.get("class", "").split():
+            self.items.append({"class": a["class"], "rows": [], "text": "", "chunk_rows": 0})
+        elif tag == "tr" and "result" in a.get("class", "").split() and self.items:
+            self.items[-1]["rows"].append(a)  # type: ignore[union-attr]
+        elif tag == "table" and a.get("class") == "chunks" and self.items:
+            self.items[-1]["chunk_rows"] = self.items[-1]["chunk_rows"] - 1  # type: ignore[operator]  # header row
+        elif tag == "tr" and self.items and any(t == "table" and x.get("class") == "chunks" for t, x in self.stack):
+            self.items[-1]["chunk_rows"] += 1  # type: ignore[operator]
+        self.in_script = tag == "script"
+        if tag not in ("br", "img", "input", "meta"):
+            self.stack.append((tag, a))
+
+    def handle_endtag(self, tag):
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+        self.in_script = False
+
+    def handle_data(self, data):
+        if self.in_script:
+            self.scripts.append(data)
+        elif self.items:
+            self.items[-1]["text"] += data  # type: ignore[operator]
+
+
+def _dom(**kwargs) -> _Page:
+    page = _Page()
+    page.feed(report.build_report(summarize(ROWS), ROWS, title="t", meta={}, engine=ENGINE, **kwargs))
+    return page
+
+
+def test_every_item_is_a_block_with_its_texts_verdicts_gold_and_flags():
+    dom = _dom(sources=SOURCES)
+    assert len(dom.items) == 3
+    first, second, third = dom.items
+    assert "miss" in first["class"] and "low" in first["class"]  # disagrees with gold; option mass 0.0019
+    text = first["text"]
+    for needle in ("Who wrote <Hamlet>?", "Shakespeare wrote it.", "Unrelated <b>chunk</b>.", "William Shakespeare"):
+        assert needle in text  # the texts, unescaped by the parser: they were escaped in the page
+    assert "should fail" in text and "✗ gold" in text and "⚠ low" in text
+    assert [r["data-ev"] for r in first["rows"]] == ["faithfulness"]  # the skipped one is not a row...
+    assert "1 skipped" in text and "missing required field `expected`" in text  # ...but one collapsed line
+    assert first["rows"][0]["data-status"] == "passed" and first["rows"][0]["data-miss"] == "1"
+    assert "2+2?" in second["text"] and "arithmetic" in second["text"]  # RAGAS names
+    assert "miss" not in second["class"] and second["rows"][0]["data-status"] == "failed"
+    assert "InvalidRequestError: no evaluator" in third["text"]
+    assert dom.external == []  # one offline file
+    assert len(dom.scripts) == 1 and "f-ev" in dom.scripts[0]
+
+
+def test_per_chunk_verdicts_show_their_probabilities_and_the_chunk_text():
+    rows = [
+        {
+            "id": "c1",
+            "results": {
+                "chunk_support": {
+                    "status": "ok",
+                    "score": 0.5,
+                    "label": "1 supports, 1 unrelated",
+                    "passed": True,
+                    "details": [
+                        {"index": 0, "label": "supports", "score": 1.0, "probabilities": {"supports": 0.81}},
+                        {"index": 1, "label": "unrelated", "score": 0.0, "probabilities": {"unrelated": 0.66}},
+                    ],
+                }
+            },
+        }
+    ]
+    page = report.build_report(
+        summarize(rows), rows, title="t", meta={}, sources={"c1": {"output": "x", "context": ["alpha <1>", "beta"]}}
+    )
+    dom = _Page()
+    dom.feed(page)
+    assert dom.items[0]["chunk_rows"] == 2
+    assert "supports=0.81" in page and "unrelated=0.66" in page
+    assert "alpha &lt;1&gt;" in page and "alpha <1>" not in page
+
+
+def test_small_samples_are_marked_and_intervals_shown():
     page = _page()
-    items = page[page.index("<h2>Items</h2>") :]
-    assert "item&lt;1&gt;" in items and "item<1>" not in items  # escaped
-    low_row = next(line for line in items.splitlines() if "item&lt;1&gt;" in line and "faithfulness" in line)
-    assert "class='low miss'" in low_row and "⚠ low" in low_row and "should fail" in low_row
-    assert "0.0019" in low_row
-    ok_row = next(line for line in items.splitlines() if "item-2" in line)
-    assert "⚠" not in ok_row and "class=" not in ok_row.split("<td", 1)[0]
-    assert "missing required field `expected`" in items  # the skip reason
-    assert "InvalidRequestError: no evaluator" in items  # an item-level error row
-    assert "1 result(s) with option mass under 0.05" in page
-    assert "low_option_mass" in page  # the metric in the evaluator's table
-    assert "<script" not in page
+    assert f"fewer than {report.SMALL_N} items" in page and "⚠ n&lt;20" in page
+    assert "95% interval" in page
+
+
+def test_without_sources_the_report_says_the_texts_are_missing():
+    assert "texts not available" in _page()
