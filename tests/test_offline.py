@@ -115,7 +115,15 @@ def _assert_lists_valid_names(stderr: str) -> None:
 
 def test_the_guard_catches_a_real_attempt(guarded):
     """Positive control: a plain HTTPS request under the guard is recorded and refused."""
-    code = "import urllib.request\ntry:\n    urllib.request.urlopen('https://huggingface.co', timeout=5)\nexcept Exception as e:\n    print(type(e).__name__)"
+    code = textwrap.dedent(
+        """
+        import urllib.request
+        try:
+            urllib.request.urlopen("https://huggingface.co", timeout=5)
+        except Exception as exc:
+            print(type(exc).__name__)
+        """
+    )
     proc, attempts = guarded(sys.executable, "-c", code, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert attempts, "the guard recorded nothing: the offline assertions below would prove nothing"

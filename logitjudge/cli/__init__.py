@@ -29,9 +29,21 @@ from logitjudge.cli.serve import add_serve_parser
 __all__ = ["main", "build_parser", "add_model_args", "load_judge"]
 
 
+def _examples() -> str:
+    """The usage block of this module's docstring (its ``::`` paragraph), as plain lines."""
+    block = (__doc__ or "").split("::", 1)[-1].split("\n\n")[1]
+    return "\n".join("  " + line.strip() for line in block.splitlines() if line.strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``logitjudge`` parser: one subcommand per module of this package."""
-    parser = argparse.ArgumentParser(prog="logitjudge", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="logitjudge",
+        description="An open, local LLM judge: probabilities read from an open model's next-token logits.\n"
+        "Nothing touches a network unless --allow-download is given.",
+        epilog="examples:\n" + _examples(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (add_ask_parser, add_serve_parser, add_evaluate_parser, add_calibrate_parser, add_compare_parser):

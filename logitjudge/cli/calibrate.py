@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, load_judge
+from logitjudge.cli.common import add_model_args, load_judge, plain
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
@@ -91,7 +91,7 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "calibrate",
         help="fit temperature/bias calibration on labelled data; ECE and Brier before/after on a held-out part",
-        description=__doc__.split("\n\n")[0],
+        description=plain(__doc__),
     )
     p.add_argument(
         "labelled",

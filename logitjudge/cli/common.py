@@ -10,6 +10,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +29,16 @@ from logitjudge.engine.config import (
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.settings import enforce_offline
 
-__all__ = ["add_model_args", "load_judge", "allow_downloads", "vllm_config", "error_json", "fail", "positive_int"]
+__all__ = [
+    "plain",
+    "add_model_args",
+    "load_judge",
+    "allow_downloads",
+    "vllm_config",
+    "error_json",
+    "fail",
+    "positive_int",
+]
 
 
 def _int_at_least(low: int) -> Callable[[str], int]:
@@ -49,6 +59,14 @@ positive_int = _int_at_least(1)
 
 nonnegative_int = _int_at_least(0)
 """An ``argparse`` type: an integer >= 0 (``--state-cache-mb 0`` = off)."""
+
+
+def plain(doc: str | None) -> str:
+    """The first paragraph of a docstring as plain text for ``--help``: reST roles and double
+    backquotes removed (``:mod:`x``` -> x, a double-quoted literal -> the literal), lines joined."""
+    first = (doc or "").strip().split("\n\n")[0]
+    first = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", first)
+    return " ".join(first.replace("``", "").split())
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from logitjudge.cli.common import plain
 from logitjudge.rubrics.compare import compare_runs, plot_evaluator, read_results
 
 
@@ -59,7 +60,7 @@ def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "compare",
         help="agreement of two result files of the same items (ours vs hosted): correlation, decisions, plots",
-        description=__doc__.split("\n\n")[0],
+        description=plain(__doc__),
     )
     p.add_argument("ours", help="our result rows (logitjudge evaluate --out)")
     p.add_argument("theirs", help="the other result rows (e.g. exported from the hosted API), same shape")

@@ -28,8 +28,10 @@
   with the command, configuration, environment, timing and per-evaluator metric records,
   including ``low_option_mass``: the share of answers whose ``x_option_mass`` is under
   :data:`logitjudge.settings.LOW_OPTION_MASS`.
-- ``--report``: a self-contained HTML report with the model's name and fingerprint, score
-  histograms, reliability diagrams and a per-item table.
+- ``--report``: a self-contained HTML report (:mod:`logitjudge.rubrics.report`): the model's
+  name and fingerprint, metrics with intervals (small samples marked), score histograms,
+  reliability diagrams, and every item with its texts, each evaluator's verdict, per-chunk
+  verdicts, gold and flags, with filters.
 
 Exit status: 0 done (rows may still hold per-item errors, counted in the summary), 2 bad
 arguments or data, or a results file from another configuration, 1 the model could not be loaded.
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import io
 import json
 import platform
 import sys
@@ -47,7 +50,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, load_judge, positive_int
+from logitjudge.cli.common import add_model_args, load_judge, plain, positive_int
+from logitjudge.cli.progress import ItemProgress
 from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
@@ -98,7 +102,7 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "evaluate",
         help="run evaluators over a dataset (JSONL/CSV/Parquet), resumably; summary table, JSON, HTML",
-        description=__doc__.split("\n\n")[0],
+        description=plain(__doc__),
     )
     p.add_argument("data", help="dataset file: .jsonl, .csv or .parquet")
     p.add_argument(
@@ -144,6 +148,7 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "once all are answered, and a file with rows is not resumed (default none)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--wide", action="store_true", help="every metric column in the summary table (default: 80 columns)")
     add_model_args(p)
     p.set_defaults(func=run_evaluate)
     return p
@@ -179,35 +184,71 @@ def _environment(judge: Any) -> dict[str, Any]:
     return env
 
 
-def _progress(total: int, initial: int, disable: bool) -> Any:
-    from tqdm import tqdm
+NARROW_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("mean_score", "mean"),
+    ("pass_rate", "pass"),
+    ("low_option_mass", "low"),
+    ("auroc", "AUROC"),
+    ("length_baseline_auroc", "len"),
+    ("accuracy", "acc"),
+    ("f1", "F1"),
+    ("pairwise_accuracy", "pairs"),
+    ("chunk_accuracy", "chunk"),
+)
+"""The default (80-column) table's metric columns, most wanted first; ``--wide``: :data:`TABLE_COLUMNS`."""
 
-    return tqdm(
-        total=total,
-        initial=initial,
-        unit="item",
-        dynamic_ncols=True,
-        disable=disable,
-        desc="evaluate",
-        file=sys.stderr,
-    )
+NARROW_WIDTH = 80
 
 
-def print_table(summary: dict[str, EvaluatorSummary]) -> None:
-    """The summary as a fixed table (rich), one row per evaluator; then a line per evaluator
-    with answers under the option-mass threshold."""
-    from rich.console import Console
+def _summary_table(summary: dict[str, EvaluatorSummary], shown: Sequence[tuple[str, str]], wide: bool) -> Any:
+    from rich import box
     from rich.table import Table
 
-    shown = [(key, title) for key, title in TABLE_COLUMNS if any(s.value(key) is not None for s in summary.values())]
-    table = Table(title="logitjudge evaluate: summary")
-    for col in ("evaluator", "n", "skipped", "errors", *(t for _, t in shown)):
-        table.add_column(col, justify="left" if col == "evaluator" else "right")
+    if wide:
+        table = Table(title="logitjudge evaluate: summary")
+        counts, digits = ("n", "skipped", "errors"), 3
+    else:
+        table = Table(title="logitjudge evaluate: summary", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+        counts, digits = ("n", "skip", "err"), 2
+    for col in ("evaluator", *counts, *(t for _, t in shown)):
+        table.add_column(col, justify="left" if col == "evaluator" else "right", no_wrap=True)
     for name, s in summary.items():
         cells = [name, str(s.n), str(s.skipped), str(s.errors)]
-        cells += ["–" if s.value(key) is None else f"{s.value(key):.3f}" for key, _ in shown]
+        cells += ["–" if s.value(key) is None else f"{s.value(key):.{digits}f}" for key, _ in shown]
         table.add_row(*cells)
-    Console(file=sys.stdout, width=200).print(table)
+    return table
+
+
+def print_table(summary: dict[str, EvaluatorSummary], wide: bool = False) -> None:
+    """The summary as a table (rich), one row per evaluator: at most 80 columns with two
+    decimals (the :data:`NARROW_COLUMNS` that fit, most wanted first), or every
+    :data:`TABLE_COLUMNS` column with three when ``wide``; then a line per evaluator with
+    answers under the option-mass threshold."""
+    from rich.console import Console
+
+    present = [(k, t) for k, t in TABLE_COLUMNS if any(s.value(k) is not None for s in summary.values())]
+    if wide:
+        Console(file=sys.stdout, width=200).print(_summary_table(summary, present, wide=True))
+    else:
+        shown = [(k, t) for k, t in NARROW_COLUMNS if any(s.value(k) is not None for s in summary.values())]
+        probe = Console(width=1000, file=io.StringIO(), record=True)
+        while True:
+            table = _summary_table(summary, shown, wide=False)
+            probe.print(table)
+            width = max((len(line.rstrip()) for line in probe.export_text(clear=True).splitlines()), default=0)
+            if width <= NARROW_WIDTH or not shown:
+                break
+            shown.pop()
+        Console(file=sys.stdout, width=NARROW_WIDTH).print(table)
+        notes = {
+            "low": "low: low mass, the share of answers under the option-mass threshold",
+            "len": "len: the length baseline's AUROC",
+        }
+        for _, title in shown:
+            if title in notes:
+                print(notes[title])
+        if len(present) > len(shown):
+            print(f"{len(present) - len(shown)} more metric column(s): --wide, or the summary JSON")
     for name, s in summary.items():
         extra = [
             m for m in s.metrics if m.name.startswith(("accuracy_", "mae_", "gold_unknown")) and m.value is not None
@@ -218,9 +259,12 @@ def print_table(summary: dict[str, EvaluatorSummary]) -> None:
         low = s.metric("low_option_mass")
         if low is not None and low.value:
             print(
-                f"low option mass: {name}: {round(low.value * low.n)} of {low.n} answers under "
-                f"{LOW_OPTION_MASS} (the model put almost no probability on the answer labels; "
-                "those scores rest on almost nothing)"
+                f"low option mass: {name}: {round(low.value * low.n)} of {low.n} answers under {LOW_OPTION_MASS}"
+                + (
+                    " (the model put almost no probability on the answer labels; those scores rest on almost nothing)"
+                    if wide
+                    else "\n  (almost no probability on the labels: those scores rest on almost nothing)"
+                )
             )
 
 
@@ -464,10 +508,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
     debiased: dict[str, int] = {}
     if pending:
         assert writer is not None and judge is not None
-        bar = _progress(len(rows), len(rows) - len(pending), args.no_progress)
+        bar = ItemProgress(len(rows), len(rows) - len(pending), len(pending), args.batch_size, args.no_progress)
         try:
             results = run_plans(
-                judge,
+                bar.wrap(judge),
                 (p for _, _, p in pending),
                 model=args.request_model,
                 thresholds=thresholds,
@@ -478,7 +522,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             )
             for (rid, raw, _), res in zip(pending, results, strict=True):
                 writer.write(_result_record(rid, raw, res))
-                bar.update(1)
+                bar.item_written()
         except LogitJudgeError as exc:  # e.g. an unknown --request-model: nothing can run
             bar.close()
             writer.close()
@@ -499,7 +543,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     latest = {str(r.get("id")): r for r in results_rows(out) if str(r.get("id")) in wanted}
     all_rows = list(latest.values())
     summary = summarize(all_rows, positive=args.positive)
-    print_table(summary)
+    print_table(summary, wide=args.wide)
     produced_by = engine if engine is not None else (record or {}).get("engine")
     summary_record = {
         "command": " ".join(["logitjudge", "evaluate", *sys.argv[2:]])
@@ -550,6 +594,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 title=f"logitjudge evaluate: {Path(args.data).name}",
                 meta=meta,
                 engine=produced_by,
+                sources=dict(zip(ids, rows, strict=True)),
             ),
             encoding="utf-8",
         )
