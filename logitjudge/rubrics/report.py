@@ -17,7 +17,8 @@ CSS and a small inline script for the filters; nothing is fetched.
   expected, each context chunk; each collapsible, HTML-escaped), a table of every evaluator's
   status, label, score, threshold, gold and option mass, and per-chunk (or per-claim) verdicts
   with their probabilities and the chunk's text. Skipped evaluators are one collapsed line per
-  item. Filters: evaluator, pass/fail, disagreement with gold, low option mass and a text search.
+  item. Filters: evaluator, pass/fail, disagreement with gold, low option mass and a text search;
+a link can preset them (``report.html#ev=faithfulness&status=failed&miss=1``).
 
 The texts come from the data rows (``sources``: id -> the row as read); the results file holds
 only lengths, so a report built without them says so.
@@ -156,6 +157,13 @@ _SCRIPT = """
     q(s).addEventListener('input',apply);q(s).addEventListener('change',apply);});
   q('#f-open').addEventListener('click',function(){items.forEach(function(i){if(!i.hidden){i.open=true;}});});
   q('#f-close').addEventListener('click',function(){items.forEach(function(i){i.open=false;});});
+  // a link can preset the filters: report.html#ev=faithfulness&status=failed&miss=1&low=1&text=paris
+  (location.hash.slice(1)||'').split('&').forEach(function(kv){
+    var p=kv.split('='),k=p[0],v=decodeURIComponent(p[1]||'');
+    if(k==='ev'){q('#f-ev').value=v;}else if(k==='status'){q('#f-status').value=v;}
+    else if(k==='miss'){q('#f-miss').checked=v==='1';}else if(k==='low'){q('#f-low').checked=v==='1';}
+    else if(k==='text'){q('#f-text').value=v;}
+  });
   apply();
 })();
 """
