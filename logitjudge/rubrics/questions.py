@@ -172,7 +172,7 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
         from logitjudge.rubrics.entities import entities_of, find_in
 
         fields = defn.state_fields or ("context",)
-        state = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields}
+        state: Any = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields}
         context = " \n".join(render_text(c) for c in item.chunks())
         for k, entity in enumerate(entities_of(render_text(item.expected))):
             if not find_in(entity, context):
@@ -185,7 +185,8 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
         units = [*((chunk_group(i), chunk_state(c), str(i)) for i, c in enumerate(item.chunks()))]
         if defn.scoring in ("chunk_evidence", "support_pair"):
             units.append((NULL_GROUP, chunk_state(null_chunk), "null"))
-        for key, state, tag in units:
+        for key, chunk_text_state, tag in units:
+            state = chunk_text_state
             if defn.scoring == "support_pair":
                 add(key, state, f"{name}.{tag}.true", _noul(text))
                 add(key, state, f"{name}.{tag}.false", _noul(quote_fields(defn.counter_template or "", item)))

@@ -84,9 +84,9 @@ class ItemPlan:
     """Questions not asked over the whole item, by group (:func:`~logitjudge.rubrics.questions.build_groups`):
     each chunk alone, a content-free chunk, or a state of some fields only."""
 
-    def has_questions(self) -> bool:
-        """Whether this item makes any engine request."""
-        return bool(self.questions) or any(qs for _, qs in self.groups.values())
+    def n_questions(self) -> int:
+        """Questions this item asks over all its requests (a contrast twin's copies not counted)."""
+        return len(self.questions) + sum(len(qs) for _, qs in self.groups.values())
 
     def engine_requests(self, rotations: int = 1) -> list[tuple[str, EngineRequest]]:
         """Every engine request of this item, keyed by group: the whole item (:data:`MAIN_GROUP`,
@@ -406,7 +406,7 @@ def debiased(answered: Sequence[_Responses]) -> tuple[list[_Responses], dict[str
     of them (:func:`logitjudge.rubrics.debias.batch_calibrated`), and its counts."""
     held = [((p, responses), _typed_questions(p), responses.get(MAIN_GROUP)) for p, responses in answered]
     adjusted, counts = batch_calibrated(held)
-    return [(p, {**responses, MAIN_GROUP: response}) for (p, responses), _, response in adjusted], counts  # type: ignore[misc]
+    return [(p, {**responses, MAIN_GROUP: response}) for (p, responses), _, response in adjusted], counts  # type: ignore[misc,dict-item]
 
 
 def _typed_questions(plan: ItemPlan) -> list[Question | None]:

@@ -37,14 +37,21 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from logitjudge.contract.evaluate import EvaluateUsage, Item, ItemResult
-from logitjudge.engine.types import EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
 from logitjudge.rubrics.debias import MIN_BATCH, DebiasMode
 from logitjudge.rubrics.definitions import ITEM_FIELDS
 from logitjudge.rubrics.registry import default_registry
-from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, debiased, finish_plan, plan_item
+from logitjudge.rubrics.runner import (
+    DEFAULT_MODEL,
+    ItemPlan,
+    Response,
+    check_thresholds,
+    debiased,
+    finish_plan,
+    plan_item,
+)
 from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
 from logitjudge.server.systemone_routes import ServerState, State
@@ -113,45 +120,37 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
             plan_item(item, selection, strict=True, field_prefix=("items", j)) for j, item in enumerate(body.items)
         ]
         batch = True
-    check_questions_per_item([len(p.questions) for p in plans], batch, state.limits)
+    check_questions_per_item([p.n_questions() for p in plans], batch, state.limits)
     return plans, batch
 
 
-Response = EngineResult | LogitJudgeError | None
-"""One engine request's answer, the error it raised, or None (not asked)."""
-Answers = tuple[Response, Response]
-"""The item's engine answer and its contrast twin's (None: not asked)."""
+Answers = dict[str, Response]
+"""The engine's response to each of an item's requests, by group key (:meth:`ItemPlan.engine_requests`)."""
 
 
 async def _answer(state: ServerState, plan: ItemPlan, *, raise_errors: bool) -> Answers:
-    """The item's engine request and, for evaluators with contrast, its twin without ``context``
-    (:meth:`ItemPlan.contrast_request`), submitted together; ``(None, None)`` when no evaluator
-    of the item runs.
+    """The item's engine requests (:meth:`ItemPlan.engine_requests`: the whole item, its twin
+    without ``context`` for evaluators with contrast, each chunk alone, ...), submitted together;
+    ``{}`` when no evaluator of the item asks the engine anything.
 
     Raises:
-        InvalidRequestError: the item's state is not valid Text (a lone surrogate, ...).
-        LogitJudgeError: ``raise_errors`` and the engine refused either request (over budget,
+        InvalidRequestError: a state is not valid Text (a lone surrogate, ...).
+        LogitJudgeError: ``raise_errors`` and the engine refused a request (over budget,
             overloaded, ...); otherwise the error is returned in its place.
     """
-    if not plan.questions:
-        return None, None
-    rotations = state.judge.default_rotations
-    requests = [plan.request(rotations)]
-    twin = plan.contrast_request(rotations)
-    if twin is not None:
-        requests.append(twin)
-    got = await asyncio.gather(*(state.answer_engine(r) for r in requests), return_exceptions=True)
-    out: list[Response] = []
-    for g in got:
+    keyed = plan.engine_requests(state.judge.default_rotations)
+    got = await asyncio.gather(*(state.answer_engine(r) for _, r in keyed), return_exceptions=True)
+    out: Answers = {}
+    for (key, _), g in zip(keyed, got, strict=True):
         if isinstance(g, LogitJudgeError):
             if raise_errors:
                 raise g
-            out.append(g)
+            out[key] = g
         elif isinstance(g, BaseException):
             raise g
         else:
-            out.append(g)
-    return out[0], (out[1] if len(out) > 1 else None)
+            out[key] = g
+    return out
 
 
 def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
@@ -178,31 +177,30 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     if not batch:
         (plan,) = plans
         try:
-            response, twin = await _answer(state, plan, raise_errors=True)
+            responses = await _answer(state, plan, raise_errors=True)
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
-        result = finish_plan(plan, response, thresholds, twin, state.judge.evaluator_scalings)
+        result = finish_plan(plan, responses, thresholds, scalings=state.judge.evaluator_scalings)
         out = result.model_dump(mode="json", exclude_none=True)
         return JSONResponse({"model": state.judge.model_name, **out}, headers={"cache-control": "no-store"})
 
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
     scalings = state.judge.evaluator_scalings
 
-    async def one(plan: ItemPlan) -> tuple[ItemPlan, Response, Response]:
+    async def one(plan: ItemPlan) -> tuple[ItemPlan, Answers]:
         async with gate:
-            twin: Response = None
             try:
-                response, twin = await _answer(state, plan, raise_errors=False)
+                responses = await _answer(state, plan, raise_errors=False)
             except LogitJudgeError as exc:
-                response = exc
-        return plan, response, twin
+                responses = {key: exc for key, _ in plan.engine_requests(state.judge.default_rotations)}
+        return plan, responses
 
     answered = list(await asyncio.gather(*(one(p) for p in plans)))
     extra: dict[str, Any] = {}
     if body.x_debias == "batch":
         answered, counts = debiased(answered)
         extra["x_debias"] = {"mode": "batch", **counts}
-    results = [finish_plan(p, response, thresholds, twin, scalings) for p, response, twin in answered]
+    results = [finish_plan(p, responses, thresholds, scalings=scalings) for p, responses in answered]
     rows = [
         {
             "results": r.model_dump(mode="json")["results"],
