@@ -6,8 +6,8 @@ CSS and a small inline script for the filters; nothing is fetched.
 - **Header**: the data, the results file and the model that produced the results (its name and
   fingerprint prefix from ``judge.describe()``, prompt version, dtype, calibration).
 - **Per evaluator**: the summary metrics with their ``n``, standard error and a 95% interval
-  (value ± 1.96 stderr); metrics computed on fewer than :data:`SMALL_N` items are marked
-  (a warning above the table and ⚠ on the row); a histogram of scores and, where gold pass labels
+  (value ± 1.96 stderr, clipped to [0, 1] for shares and AUROC); metrics computed on fewer
+  than :data:`SMALL_N` items are marked (a warning above the table and ⚠ on the row); a histogram of scores and, where gold pass labels
   exist, a reliability diagram (mean score per bin against the share of items whose gold label is
   "should pass"; the diagonal is perfect calibration).
 - **Items**: one collapsible block per item. Its summary line has the id, each evaluator's
@@ -112,6 +112,8 @@ td:first-child,th:first-child{text-align:left}section{margin-bottom:2rem}
 img{margin-right:1rem;vertical-align:top}
 .meta{color:#555;font-size:.9rem}code{background:#f5f5f5;padding:0 .2rem}
 .warn{color:#8a6d00}.smalln td{background:#fffbe6}
+table.metrics td:nth-child(5){white-space:nowrap}
+table.metrics td:last-child,table.metrics th:last-child{text-align:left}
 tr.low td{background:#fff3cd}tr.miss td.passed{background:#f8d7da}
 details.item{border:1px solid #ddd;border-radius:4px;margin:.3rem 0;padding:.2rem .5rem}
 details.item.miss{border-left:4px solid #d9534f}details.item.low{border-left:4px solid #f0ad4e}
@@ -123,7 +125,8 @@ details.item>summary{cursor:pointer;font-size:.92rem}
 .texts details{margin:.2rem 0}.texts summary{cursor:pointer;color:#345}
 pre{white-space:pre-wrap;word-break:break-word;background:#fafafa;border:1px solid #eee;padding:.4rem;margin:.2rem 0;
 max-height:24rem;overflow:auto;font-size:.85rem}
-table.results td:nth-child(2),table.chunks td:nth-child(2){text-align:left}
+table.results td:nth-child(2),table.chunks td:nth-child(2),table.results th:nth-child(2),
+table.chunks th:nth-child(2){text-align:left}
 table.chunks{font-size:.85rem;margin:.2rem 0 .4rem 1rem}table.chunks td.text{text-align:left;max-width:40rem}
 .skipped{color:#666;font-size:.85rem}
 #filters{position:sticky;top:0;background:#fff;padding:.4rem 0;border-bottom:1px solid #ddd;z-index:1}
@@ -415,11 +418,12 @@ def _metrics_table(s: EvaluatorSummary) -> list[str]:
         is_small = m.value is not None and m.n < SMALL_N
         if is_small:
             note = f"⚠ n<{SMALL_N}" + (f"; {note}" if note else "")
-        interval = (
-            f"[{m.value - 1.96 * m.stderr:.3f}, {m.value + 1.96 * m.stderr:.3f}]"
-            if m.value is not None and m.stderr is not None
-            else "–"
-        )
+        interval = "–"
+        if m.value is not None and m.stderr is not None:
+            lo, hi = m.value - 1.96 * m.stderr, m.value + 1.96 * m.stderr
+            if not m.name.startswith("mae"):  # shares, rates, AUROC, ECE: within [0, 1]
+                lo, hi = max(0.0, lo), min(1.0, hi)
+            interval = f"[{lo:.3f}, {hi:.3f}]"
         parts.append(
             f"<tr{' class=smalln' if is_small else ''}><td>{_esc(m.name)}</td><td>{format_value(m.value)}</td>"
             f"<td>{m.n}</td><td>{format_value(m.stderr)}</td><td>{interval}</td><td>{_esc(note)}</td></tr>"
