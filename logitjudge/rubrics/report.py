@@ -8,8 +8,9 @@ CSS and a small inline script for the filters; nothing is fetched.
 - **Per evaluator**: the summary metrics with their ``n``, standard error and a 95% interval
   (value ± 1.96 stderr, clipped to [0, 1] for shares and AUROC); metrics computed on fewer
   than :data:`SMALL_N` items are marked (a warning above the table and ⚠ on the row); a
-  histogram of scores and, where gold pass labels exist, a reliability diagram (mean score per bin against the share of items whose gold label is
-  "should pass"; the diagonal is perfect calibration).
+  histogram of scores and, where gold pass labels exist, a reliability diagram (mean score per
+  bin against the share of items whose gold label is "should pass"; the diagonal is perfect
+  calibration).
 - **Items**: one collapsible block per item. Its summary line has the id, each evaluator's
   score and verdict with the gold label where present, and flags: ``✗ gold`` where a verdict
   disagrees with its gold label, ``⚠ low`` where an answer's option mass is under
