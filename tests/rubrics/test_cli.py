@@ -82,7 +82,9 @@ def test_evaluate_sample_writes_results_summary_and_report(tmp_path):
     }
     html = report.read_text()
     assert html.count("data:image/png;base64,") >= 7 and "reliability" in html
-    assert "<script" not in html  # self-contained, static
+    external = ("<script src", "src='http", 'src="http', "href='http", 'href="http')
+    assert not any(e in html for e in external)  # one self-contained file
+    assert html.count("<details class='item") == len(sample_ids)  # every item, to debug from
 
 
 def test_resume_after_kill_writes_every_id_exactly_once(tmp_path):
