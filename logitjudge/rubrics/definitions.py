@@ -109,7 +109,8 @@ class CombineDef(_Strict):
     Features (see :func:`logitjudge.rubrics.scoring.chunk_features`): ``pmi`` (per-token
     log-likelihood ratio of the scored text with the chunk vs the null chunk, nats/token),
     ``pmi_sum`` (the same, summed over tokens), ``yes`` (logit P(yes) of the chunk's noul),
-    ``yes_rel`` (that logit minus the null chunk's).
+    ``yes_rel`` (that logit minus the null chunk's), and each of them centred on the item's mean
+    over its chunks (``pmi_c``, ``yes_rel_c``, ...).
 
     Attributes:
         source: what it was fitted on and how (shown in docs; fitted on this evaluator's own

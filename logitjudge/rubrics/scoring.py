@@ -476,20 +476,26 @@ def _combined(combine: Any, features: Mapping[str, float]) -> float:
 def score_chunk_evidence(
     defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float, n_chunks: int
 ) -> EvaluatorResult:
-    """Per chunk: P(relevant) = the definition's fitted ``combine`` of :func:`chunk_features`;
-    chunk i is relevant when P >= 0.5. Score = relevant / N (precision, as RAGAS
+    """Per chunk: P(relevant) = the definition's fitted ``combine`` of :func:`chunk_features`
+    and of the same features centred on the item's mean over its chunks (``<feature>_c``: the
+    batch calibration of Zhou et al. 2024, "Batch Calibration", ICLR, over one item's chunks,
+    which removes what the item's question alone does to every chunk's answer); chunk i is
+    relevant when P >= 0.5. A single chunk has centred features 0, so its absolute features decide.
+    Score = relevant / N (precision, as RAGAS
     context_precision without ranks); ``label`` "nn% yes" of the score, ``probabilities``
     yes/no of the score, ``confidence`` ``|score - 0.5| * 2`` (the page's result shape);
     ``x_soft_score`` = mean P(relevant); details per chunk with ``x_features``."""
     name = defn.name
     null_noul, null_lik = answers[f"{name}.null"], answers[f"{name}.null.lik"]
-    details = []
-    soft = []
-    for i in range(n_chunks):
-        feats = chunk_features(answers[f"{name}.{i}"], answers[f"{name}.{i}.lik"], null_noul, null_lik)
-        p = _combined(defn.combine, feats)
-        soft.append(p)
-        details.append(_yes_no_detail(i, p).model_copy(update={"x_features": feats}))
+    feats = [
+        chunk_features(answers[f"{name}.{i}"], answers[f"{name}.{i}.lik"], null_noul, null_lik) for i in range(n_chunks)
+    ]
+    for key in ("pmi", "pmi_sum", "yes", "yes_rel"):  # batch calibration over the item's chunks
+        mean = sum(f[key] for f in feats) / n_chunks
+        for f in feats:
+            f[f"{key}_c"] = f[key] - mean
+    soft = [_combined(defn.combine, f) for f in feats]
+    details = [_yes_no_detail(i, p).model_copy(update={"x_features": f}) for i, (p, f) in enumerate(zip(soft, feats))]
     relevant = sum(d.passed for d in details)
     score = relevant / n_chunks
     return EvaluatorResult(

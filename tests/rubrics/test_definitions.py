@@ -48,15 +48,24 @@ def test_catalogue_has_every_evaluator_of_the_issue_and_the_three_suites():
 
 
 def test_docs_wording_is_verbatim():
+    """Version 1 of the per-chunk evaluators keeps the hosted pages' wording, selectable as name@1."""
     reg = default_registry()
-    assert reg.get("chunk_relevance").template == (
+    assert reg.versions["chunk_relevance@1"].template == (
         "`context[i]` contains information that helps answer `input` (or supports `expected` if present). "
         "Judge this chunk on its own."
     )
-    assert reg.get("chunk_support").template == (
+    assert reg.versions["chunk_support@1"].template == (
         "How does `context[i]` relate to the claims made in `output`? Judge this chunk on its own."
     )
-    assert [o.name for o in reg.get("chunk_support").options] == ["supports", "contradicts", "unrelated"]
+    assert [o.name for o in reg.versions["chunk_support@1"].options or ()] == ["supports", "contradicts", "unrelated"]
+    (old,) = reg.select(["chunk_relevance@1"])
+    assert old.definition.version == "1" and old.explicit
+    assert reg.get("chunk_relevance").version == "2" and reg.get("chunk_relevance").chunk_state
+
+
+def test_an_unknown_version_is_an_unknown_name():
+    with pytest.raises(UnknownEvaluatorError):
+        default_registry().select(["chunk_relevance@9"])
     assert reg.get("answer_relevancy").levels[3] == (
         "The output directly and completely addresses the question with no padding"
     )

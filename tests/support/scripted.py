@@ -2,13 +2,16 @@
 
 Engine correctness is always tested with a real model (``tests/engine``). This stand-in lets the
 rubric and server tests check what they own (routes, errors, scoring arithmetic) with answers
-chosen by the test: ``ScriptedEngine(lambda state, question: [0.9, 0.1])``.
+chosen by the test: ``ScriptedEngine(lambda state, question: [0.9, 0.1])``. A continuation
+question's answer takes the script's first value as the text's likelihood (``log_likelihood`` =
+its log).
 It implements the same surface the :class:`~logitjudge.judge.Judge` uses: ``name``,
 ``run_batch`` and ``describe``; ``calls`` records every engine call (one per ``run_batch``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,6 +42,10 @@ class ScriptedEngine:
             answers = []
             for q in req.questions:
                 raw = [float(p) for p in self.script(req.state, q)]
+                if q.type == "continuation":  # the script's first value is the text's likelihood
+                    n = max(1, len(str(q.options[0].name)) // 4)
+                    answers.append(Answer(q.type, (1.0,), raw[0], log_likelihood=math.log(raw[0]), tokens=n))
+                    continue
                 total = sum(raw)
                 answers.append(Answer(q.type, tuple(p / total for p in raw), option_mass=1.0))
             tokens = len(str(req.state)) // 4 + sum(len(str(q)) // 4 for q in req.questions)
