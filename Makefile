@@ -86,13 +86,13 @@ demo: $(MAIN_STAMP)
 
 # the main suite in .venv, then the vLLM backend's tests in .venv-vllm (LOGITJUDGE_TEST_VLLM=1:
 # a missing vLLM fails them instead of skipping)
-test: $(STAMP) $(VLLM_STAMP)
+test: $(MAIN_STAMP) $(VLLM_STAMP)
 	$(PY) -m pytest -q --ignore=tests/vllm
 	LOGITJUDGE_TEST_VLLM=1 $(VLLM_PY) -m pytest -q tests/vllm
 
 # what CI runs (.ci/run): format, lint and spelling of the whole repository, types of the package,
 # the documentation (links, generated reference pages, wording), then the README's test command
-check: $(STAMP) $(VLLM_STAMP)
+check: $(MAIN_STAMP) $(VLLM_STAMP)
 	$(PIP) install --quiet -r requirements/dev.txt
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .

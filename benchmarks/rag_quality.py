@@ -53,10 +53,13 @@ ITEM_FIELDS = ("id", "input", "output", "expected", "context")
 SUPPORT = ("supports", "contradicts", "unrelated")
 
 
-def load_rows(name: str, limit: int | None, seed: int, data: Path = DATA) -> list[dict[str, Any]]:
-    """The set's rows of its evaluator; with ``limit``, a seeded sample of whole source items."""
+def load_rows(
+    name: str, limit: int | None, seed: int, data: Path = DATA, exclude: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """The set's rows of its evaluator, less ``exclude`` (row ids); with ``limit``, a seeded
+    sample of whole source items."""
     rows = [json.loads(line) for line in (data / name / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
-    rows = [r for r in rows if r["evaluator"] == SETS[name]]
+    rows = [r for r in rows if r["evaluator"] == SETS[name] and r["id"] not in exclude]
     if limit is None:
         return rows
     groups: dict[str, list[dict[str, Any]]] = {}
@@ -323,6 +326,7 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int, data: Path 
             figs["tokens_per_item"] = float(np.mean([rec["tokens"] for rec in recs])) if recs else None
             figs["seconds_per_item"] = float(np.mean([rec["seconds"] for rec in recs])) if recs else None
             figs["not_ok"] = sum(rec["result"].get("status") != "ok" for rec in recs)
+            figs["in_sample_for_fitted_versions"] = int(bool(block.get("in_sample")))
             out[name][version] = figs
     return out
 
@@ -414,9 +418,18 @@ def main(argv: list[str] | None = None) -> int:
     record["metadata"] = run_metadata(device=str(judge.describe().get("device", "cpu")))
     slug = judge.model_name.split("/")[-1].lower() + (f"-{args.tag}" if args.tag else "")
     out = args.out_dir / f"rag-quality-{slug}.json"
+    excluded = json.loads(args.exclude.read_text(encoding="utf-8"))["ids"] if args.exclude else {}
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-        rows = load_rows(name, args.limit, args.seed, args.data)
-        record["sets"][name] = {"evaluator": SETS[name], "versions": {}}
+        rows = load_rows(name, args.limit, args.seed, args.data, frozenset(excluded.get(name, ())))
+        in_sample = not rows
+        if in_sample:  # every dev row was a fitting row: measure on them, and say so
+            rows = load_rows(name, args.limit, args.seed, args.data)
+        record["sets"][name] = {
+            "evaluator": SETS[name],
+            "versions": {},
+            "in_sample": in_sample,
+            "excluded": len(excluded.get(name, ())),
+        }
         for v in versions:
             recs = run_version(judge, rows, f"{SETS[name]}@{v}", args.batch_size)
             record["sets"][name]["versions"][v] = recs

@@ -150,9 +150,9 @@ class EvaluatorDef(_Strict):
             ``chunk_support`` (choice per chunk: max(0, (S-C)/N), any contradiction fails),
             ``claim_share`` (noul per claim: the mean P(supported) of the N claims),
             ``typed_question`` (the item's own question, answered as asked), ``chunk_evidence``
-            (per chunk, a noul and a continuation combined into P(relevant)), ``support_pair``
-            (per chunk, two nouls, "shows the claim true" / "shows it false", each relative to
-            a content-free chunk), ``entity_recall`` (entities of ``expected`` matched in the
+            (per chunk, a noul and a continuation combined into P(relevant)), ``chunk_probes``
+            (per chunk, the ``probes`` nouls, each relative to a content-free chunk, combined
+            into a distribution over the options by a fitted multinomial logistic), ``entity_recall`` (entities of ``expected`` matched in the
             context, a noul per unmatched one; levels from the share present).
         threshold: default pass threshold on the 0..1 score (overridable per request).
         chunk_state: per-chunk questions are asked over the chunk alone: each chunk is the state
@@ -163,10 +163,12 @@ class EvaluatorDef(_Strict):
             the whole item, every data field). An evaluator that needs only ``expected`` and
             ``context`` does not see ``output``.
         likelihood: ``chunk_evidence`` scoring: the continuation question per chunk.
-        combine: ``chunk_evidence`` scoring: the fitted combination of per-chunk features;
-            ``support_pair``: the calibration of the "shows it true" noul.
-        combine_false: ``support_pair``: the calibration of the "shows it false" noul.
-        counter_template: ``support_pair``: the "shows it false" noul asked beside ``template``.
+        combine: ``chunk_evidence`` scoring: the fitted combination of per-chunk features.
+        probes: ``chunk_probes`` scoring: named yes/no questions asked over each chunk alone and
+            over the content-free chunk (``{output}`` etc. quote fields).
+        classes: ``chunk_probes`` scoring: per option, a fitted linear score of the probes'
+            features (``<probe>``: logit P(yes); ``<probe>_rel``: minus the null chunk's); the
+            chunk's distribution is their softmax (multinomial logistic regression).
         entity_template: ``entity_recall`` scoring: the noul asked per entity of ``expected``
             not found verbatim in the context, ``{entity}`` quoting it.
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
@@ -197,7 +199,7 @@ class EvaluatorDef(_Strict):
         "claim_share",
         "typed_question",
         "chunk_evidence",
-        "support_pair",
+        "chunk_probes",
         "entity_recall",
     ]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
@@ -206,8 +208,8 @@ class EvaluatorDef(_Strict):
     state_fields: tuple[FieldName, ...] | None = None
     likelihood: LikelihoodDef | None = None
     combine: CombineDef | None = None
-    combine_false: CombineDef | None = None
-    counter_template: str | None = None
+    probes: dict[str, str] | None = None
+    classes: dict[str, CombineDef] | None = None
     entity_template: str | None = None
 
     @model_validator(mode="after")
@@ -243,7 +245,7 @@ class EvaluatorDef(_Strict):
             "claim_share": ("noul", False, True),
             "typed_question": ("typed", False, False),
             "chunk_evidence": ("noul", True, False),
-            "support_pair": ("noul", True, False),
+            "chunk_probes": ("choice", True, False),
             "entity_recall": ("score", False, False),
         }[self.scoring]
         if (self.question_type, self.per_chunk, self.per_claim) != compatible:
@@ -251,7 +253,7 @@ class EvaluatorDef(_Strict):
                 f"{self.name}: scoring {self.scoring!r} needs question_type {compatible[0]!r} "
                 f"with per_chunk={compatible[1]} and per_claim={compatible[2]}"
             )
-        if self.scoring == "chunk_support":
+        if self.scoring in ("chunk_support", "chunk_probes"):
             option_names = {o.name for o in self.options or ()}
             if not {"supports", "contradicts"} <= option_names:
                 raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
@@ -270,7 +272,7 @@ class EvaluatorDef(_Strict):
         if self.question_type == "typed":
             if self.template is not None or "question" not in self.required:
                 raise ValueError(f"{self.name}: a typed evaluator has no template and requires `question`")
-        elif self.template is None:
+        elif self.template is None and self.scoring not in ("chunk_probes", "entity_recall"):
             raise ValueError(f"{self.name}: template is required")
         for text in self._texts():
             try:
@@ -303,12 +305,19 @@ class EvaluatorDef(_Strict):
             raise ValueError(f"{self.name}: chunk_evidence scoring needs likelihood (and only it)")
         if self.scoring == "chunk_evidence" and self.combine is None:
             raise ValueError(f"{self.name}: chunk_evidence scoring needs combine")
-        if self.scoring in ("chunk_evidence", "support_pair") and not self.chunk_state:
+        if self.scoring in ("chunk_evidence", "chunk_probes") and not self.chunk_state:
             raise ValueError(f"{self.name}: {self.scoring} scoring asks over each chunk alone (chunk_state)")
-        if (self.scoring == "support_pair") != (
-            self.counter_template is not None and self.combine is not None and self.combine_false is not None
-        ):
-            raise ValueError(f"{self.name}: support_pair scoring needs counter_template, combine and combine_false")
+        if (self.scoring == "chunk_probes") != (self.probes is not None and self.classes is not None):
+            raise ValueError(f"{self.name}: chunk_probes scoring needs probes and classes (and only it)")
+        if self.classes is not None:
+            if set(self.classes) != {o.name for o in self.options or ()}:
+                raise ValueError(f"{self.name}: classes must be the options, one each")
+            known = {f"{p}{suffix}" for p in self.probes or {} for suffix in ("", "_rel")}
+            for c in self.classes.values():
+                if not set(c.weights) <= known:
+                    raise ValueError(
+                        f"{self.name}: class weights name unknown features {sorted(set(c.weights) - known)}"
+                    )
         if (self.scoring == "entity_recall") != (self.entity_template is not None):
             raise ValueError(f"{self.name}: entity_recall scoring needs entity_template (and only it)")
         if self.entity_template is not None and "{entity}" not in self.entity_template:
@@ -321,7 +330,7 @@ class EvaluatorDef(_Strict):
             texts += [t for t in (self.criteria.true, self.criteria.false) if t]
         texts += [o.description for o in self.options or ()]
         texts += list(self.levels or ())
-        texts += [t for t in (self.entity_template, self.counter_template) if t]
+        texts += [t for t in (self.entity_template,) if t] + list((self.probes or {}).values())
         return texts
 
     @property

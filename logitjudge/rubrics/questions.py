@@ -155,7 +155,7 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
 
     Ids: ``chunk_evidence``: ``<name>.<i>`` (the noul over chunk i), ``<name>.<i>.lik`` (its
     continuation), ``<name>.null`` and ``<name>.null.lik`` over the content-free chunk.
-    ``support_pair``: ``<name>.<i>.true`` / ``<name>.<i>.false`` and the same for ``null``.
+    ``chunk_probes``: ``<name>.<i>.<probe>`` per probe, and the same for ``null``.
     ``entity_recall``: ``<name>.e<k>`` for each entity k not found verbatim in the context (none
     when every entity is found). Other scorings: their usual ids over a state of ``state_fields``.
     Questions carry ``calibrated=False``: the engine's calibration (fitted on typed questions)
@@ -183,13 +183,13 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
         text = quote_fields(defn.template or "", item)
         null_chunk = defn.likelihood.null_chunk if defn.likelihood else "N/A"
         units = [*((chunk_group(i), chunk_state(c), str(i)) for i, c in enumerate(item.chunks()))]
-        if defn.scoring in ("chunk_evidence", "support_pair"):
+        if defn.scoring in ("chunk_evidence", "chunk_probes"):
             units.append((NULL_GROUP, chunk_state(null_chunk), "null"))
         for key, chunk_text_state, tag in units:
             state = chunk_text_state
-            if defn.scoring == "support_pair":
-                add(key, state, f"{name}.{tag}.true", _noul(text))
-                add(key, state, f"{name}.{tag}.false", _noul(quote_fields(defn.counter_template or "", item)))
+            if defn.scoring == "chunk_probes":
+                for probe, template in (defn.probes or {}).items():
+                    add(key, state, f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
                 continue
             add(key, state, f"{name}.{tag}", _noul(text, crit.true if crit else None, crit.false if crit else None))
             if defn.likelihood is not None:

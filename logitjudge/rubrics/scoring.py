@@ -430,7 +430,7 @@ def score_answers(
 
 # -- evaluators whose questions are asked per group (each chunk alone, a null chunk, some fields) --
 
-GROUP_SCORINGS = ("chunk_evidence", "support_pair", "entity_recall")
+GROUP_SCORINGS = ("chunk_evidence", "chunk_probes", "entity_recall")
 """The scorings whose answers come from several requests (:func:`score_groups`)."""
 
 _LOGIT_EPS = 1e-6
@@ -511,22 +511,15 @@ def score_chunk_evidence(
     )
 
 
-def support_distribution(p_true: float, p_false: float) -> dict[str, float]:
-    """Three-way probabilities of one chunk from two calibrated yes/no probabilities: "shows the
-    claim true" ``p_true`` and "shows it false" ``p_false``, taken as independent and
-    conditioned on not both: supports ∝ t(1-f), contradicts ∝ f(1-t), unrelated ∝ (1-t)(1-f)."""
-    s, c, u = p_true * (1 - p_false), p_false * (1 - p_true), (1 - p_true) * (1 - p_false)
-    z = s + c + u
-    return {"supports": s / z, "contradicts": c / z, "unrelated": u / z}
-
-
-def score_support_pair(
+def score_chunk_probes(
     defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float, n_chunks: int
 ) -> EvaluatorResult:
-    """Per chunk: two nouls over the chunk alone, "shows the claim true" and "shows it false",
-    each made relative to a content-free chunk (``logit p - logit p_null``) and calibrated by the
-    definition's fitted ``combine`` (true) and ``combine_false`` (false) into probabilities, then
-    :func:`support_distribution`. The chunk's label is its most probable option.
+    """Per chunk: the definition's ``probes`` (yes/no questions over the chunk alone, e.g. "shows
+    the claim true", "shows it false", "is consistent with it"), each also asked over the
+    content-free chunk; features ``<probe>`` = logit P(yes) and ``<probe>_rel`` = that minus the
+    null chunk's (Zhao et al. 2021, "Calibrate Before Use"); the chunk's distribution over the
+    options is the softmax of the ``classes``' fitted linear scores (multinomial logistic
+    regression), its label the most probable option.
 
     Item: score = max(0, (S - C) / N) over the chunk labels [docs]; a contradicting chunk fails;
     ``label``: "contradicts" when a chunk contradicts, else "supports" when one supports, else
@@ -535,36 +528,43 @@ def score_support_pair(
     the rest (chunks independent); ``x_counts`` the label counts.
     """
     name = defn.name
-    t0, f0 = answers[f"{name}.null.true"].p_yes(), answers[f"{name}.null.false"].p_yes()
+    probes = list(defn.probes or {})
+    classes = defn.classes or {}
+    null = {p: _logit(answers[f"{name}.null.{p}"].p_yes()) for p in probes}
     details = []
     for i in range(n_chunks):
-        t, f = answers[f"{name}.{i}.true"].p_yes(), answers[f"{name}.{i}.false"].p_yes()
-        feats_t = {"yes": _logit(t), "yes_rel": _logit(t) - _logit(t0)}
-        feats_f = {"yes": _logit(f), "yes_rel": _logit(f) - _logit(f0)}
-        probs = support_distribution(_combined(defn.combine, feats_t), _combined(defn.combine_false, feats_f))
+        feats: dict[str, float] = {}
+        for p in probes:
+            feats[p] = _logit(answers[f"{name}.{i}.{p}"].p_yes())
+            feats[f"{p}_rel"] = feats[p] - null[p]
+        z = {k: c.intercept + sum(w * feats[f] for f, w in c.weights.items()) for k, c in classes.items()}
+        top = max(z.values())
+        e = {k: math.exp(v - top) for k, v in z.items()}
+        probs = {o.name: e[o.name] / sum(e.values()) for o in defn.options or ()}
         label = max(probs, key=lambda k: probs[k])
         details.append(
             ChunkDetail(
                 index=i,
                 label=label,
-                score=CHUNK_SUPPORT_SCORES[label],
+                score=CHUNK_SUPPORT_SCORES.get(label, 0.5),
                 probabilities=probs,
                 confidence=_clip01(answer_fields.choice_confidence(list(probs.values()))),
                 passed=label != "contradicts",
+                x_features=feats,
             )
         )
-    counts = {k: sum(d.label == k for d in details) for k in ("supports", "contradicts", "unrelated")}
+    counts = {o.name: sum(d.label == o.name for d in details) for o in defn.options or ()}
     score = max(0.0, (counts["supports"] - counts["contradicts"]) / n_chunks)
     none_c = math.prod(1 - (d.probabilities or {})["contradicts"] for d in details)
     none_s = math.prod(1 - (d.probabilities or {})["supports"] for d in details)
-    top = {"supports": none_c * (1 - none_s), "contradicts": 1 - none_c, "unrelated": none_c * none_s}
+    top_probs = {"supports": none_c * (1 - none_s), "contradicts": 1 - none_c, "unrelated": none_c * none_s}
     label = "contradicts" if counts["contradicts"] else "supports" if counts["supports"] else "unrelated"
     return EvaluatorResult(
         **_base(defn, threshold),
         score=score,
         label=label,
-        confidence=_clip01(answer_fields.choice_confidence(list(top.values()))),
-        probabilities=top,
+        confidence=_clip01(answer_fields.choice_confidence(list(top_probs.values()))),
+        probabilities=top_probs,
         passed=counts["contradicts"] == 0 and score >= threshold,
         details=details,
         x_counts=counts,
@@ -647,8 +647,8 @@ def score_groups(
     limit = defn.threshold if threshold is None else threshold
     if defn.scoring == "chunk_evidence":
         return score_chunk_evidence(defn, answers, limit, len(item.chunks()))
-    if defn.scoring == "support_pair":
-        return score_support_pair(defn, answers, limit, len(item.chunks()))
+    if defn.scoring == "chunk_probes":
+        return score_chunk_probes(defn, answers, limit, len(item.chunks()))
     from logitjudge.engine.prompt import render_text
     from logitjudge.rubrics.entities import entities_of, find_in
 

@@ -1,0 +1,140 @@
+"""The hosted evaluators' pages, as acceptance tests on the default model (Qwen2.5-Coder-1.5B).
+
+Each page's own example must give the page's verdict, and a change that should flip the verdict
+must flip it. The requests are the pages' exact ones (``POST /api/v1/evaluate`` bodies); the
+verdicts are the pages' words:
+
+- chunk_relevance: "Chunks 1 and 4 relevant, 2 and 3 not: precision 2/4."
+- chunk_support: "Chunk 1 supports, chunk 2 unrelated, chunk 3 contradicts (legacy billing)."
+- answer_relevancy: "Level 2: answers, then pads." (fails at the 75% threshold)
+- context_entity_recall: "Level 3: both entities present."
+
+The model is the main one (``make test`` installs it): these are behaviour tests, which the
+embedded 135M is too small to pass.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from logitjudge.settings import MAIN_MODEL
+
+PRICING_CHUNKS = [
+    "Price: $42 per billion input tokens. Output tokens are free.",
+    "Rate limits: 1,200 rpm.",
+    "Founded in 2024.",
+    "Output billed at $8/M on the legacy v0 endpoint, deprecated.",
+]
+
+
+@pytest.fixture(scope="module")
+def main_judge():
+    from logitjudge import Judge
+
+    judge = Judge.load(MAIN_MODEL)
+    yield judge
+    judge.close()
+
+
+def _one(judge, item, evaluator):
+    run = judge.evaluate([item], [evaluator])
+    return run.results[0].results[evaluator.split("@")[0]]
+
+
+def test_chunk_relevance_page(main_judge):
+    item = {"input": "How is Jev priced, and are output tokens billed?", "output": "…", "context": PRICING_CHUNKS}
+    res = _one(main_judge, item, "chunk_relevance")
+    assert [d.passed for d in res.details] == [True, False, False, True]
+    assert res.score == 0.5 and res.label == "50% yes" and res.passed is True
+    assert res.probabilities == {"yes": 0.5, "no": 0.5}
+
+
+def test_chunk_relevance_irrelevant_chunks_are_not_relevant(main_judge):
+    item = {
+        "input": "How is Jev priced, and are output tokens billed?",
+        "context": [
+            "Rate limits: 1,200 requests per minute.",
+            "The company was founded in 2024.",
+            "Headquarters: San Francisco, California.",
+            "The logo is a blue circle with a white J.",
+        ],
+    }
+    res = _one(main_judge, item, "chunk_relevance")
+    assert [d.passed for d in res.details] == [False] * 4
+    assert res.score == 0.0 and res.passed is False
+
+
+def test_chunk_support_page(main_judge):
+    item = {
+        "output": "Jev is billed per input token at $0.042 per million; output tokens are free.",
+        "context": [
+            "Price: $42 per billion input tokens. Output tokens are free.",
+            "Founded in 2024.",
+            "Output billed at $8/M on the legacy v0 endpoint.",
+        ],
+    }
+    res = _one(main_judge, item, "chunk_support")
+    assert [d.label for d in res.details] == ["supports", "unrelated", "contradicts"]
+    assert res.label == "contradicts" and res.passed is False
+    assert set(res.probabilities) == {"supports", "contradicts", "unrelated"}
+
+
+def test_chunk_support_an_explicit_contradiction_contradicts(main_judge):
+    item = {
+        "output": "Output tokens are free.",
+        "context": ["Output tokens are billed at $8 per million tokens.", "Output tokens are free of charge."],
+    }
+    res = _one(main_judge, item, "chunk_support")
+    assert [d.label for d in res.details] == ["contradicts", "supports"]
+
+
+def test_answer_relevancy_page(main_judge):
+    question = "What is the minimum Node version for the SDK?"
+    padded = (
+        "Node 20 or newer. As background, the SDK ships ESM and CommonJS builds, includes TypeScript "
+        "declarations, and many teams also use pnpm."
+    )
+    res = _one(main_judge, {"input": question, "output": padded}, "answer_relevancy")
+    assert res.label.startswith("2.") and res.passed is False  # "Level 2: answers, then pads."
+    direct = _one(main_judge, {"input": question, "output": "Node 20 or newer."}, "answer_relevancy")
+    assert direct.passed is True and direct.score > res.score
+    fluff = _one(
+        main_judge,
+        {
+            "input": question,
+            "output": "Great question! Thanks for reaching out, we love hearing from you. Have a wonderful day!",
+        },
+        "answer_relevancy",
+    )
+    assert fluff.passed is False and fluff.score < res.score
+
+
+def test_context_entity_recall_page(main_judge):
+    item = {
+        "expected": "$0.042 per million input tokens; output tokens are free.",
+        "context": ["Price: $42 per billion input tokens ($0.042 per million). Output tokens are free."],
+        "output": "…",
+    }
+    res = _one(main_judge, item, "context_entity_recall")
+    assert res.label == "3.0 / 3" and res.passed is True
+    missing = dict(item, context=["Output tokens are free."])
+    low = _one(main_judge, missing, "context_entity_recall")
+    assert low.passed is False and low.score < res.score
+
+
+def test_context_entity_recall_counts_an_entity_written_differently(main_judge):
+    """Q3 / third quarter: not the same string, the same entity (the model's branch decides)."""
+    item = {
+        "expected": "Revenue of Acme Corp grew in Q3 2024.",
+        "context": ["Acme Corp reported that revenue grew in the third quarter of 2024."],
+    }
+    res = _one(main_judge, item, "context_entity_recall")
+    q3 = [d for d in res.details if '"Q3' in d.label]
+    assert q3 and all(d.passed for d in q3)
+    assert res.passed is True
+    other = _one(
+        main_judge,
+        dict(item, context=["Acme Corp reported that revenue grew in the first quarter of 2021."]),
+        "context_entity_recall",
+    )
+    assert other.score < res.score
