@@ -152,7 +152,8 @@ class EvaluatorDef(_Strict):
             ``typed_question`` (the item's own question, answered as asked), ``chunk_evidence``
             (per chunk, a noul and a continuation combined into P(relevant)), ``chunk_probes``
             (per chunk, the ``probes`` nouls, each relative to a content-free chunk, combined
-            into a distribution over the options by a fitted multinomial logistic), ``entity_recall`` (entities of ``expected`` matched in the
+            into a distribution over the options by a fitted multinomial logistic),
+            ``entity_recall`` (entities of ``expected`` matched in the
             context, a noul per unmatched one; levels from the share present).
         threshold: default pass threshold on the 0..1 score (overridable per request).
         chunk_state: per-chunk questions are asked over the chunk alone: each chunk is the state

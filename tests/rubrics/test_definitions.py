@@ -61,14 +61,14 @@ def test_docs_wording_is_verbatim():
     (old,) = reg.select(["chunk_relevance@1"])
     assert old.definition.version == "1" and old.explicit
     assert reg.get("chunk_relevance").version == "2" and reg.get("chunk_relevance").chunk_state
+    assert reg.get("answer_relevancy").levels[3] == (
+        "The output directly and completely addresses the question with no padding"
+    )
 
 
 def test_an_unknown_version_is_an_unknown_name():
     with pytest.raises(UnknownEvaluatorError):
         default_registry().select(["chunk_relevance@9"])
-    assert reg.get("answer_relevancy").levels[3] == (
-        "The output directly and completely addresses the question with no padding"
-    )
 
 
 def test_unknown_key_is_refused():
