@@ -40,7 +40,25 @@ _DATE = re.compile(
 )
 _QUOTED = re.compile(r"\"([^\"]{1,80})\"|\u201c([^\u201d]{1,80})\u201d|`([^`]{1,80})`")
 _TOKEN = re.compile(r"(?:[^\s,;:!?()\[\]{}\"\u201c\u201d]|,(?=\d{3}))+")
-_CONNECTORS = {"of", "de", "du", "la", "le", "del", "della", "von", "van", "der", "the", "y", "da", "di", "&"}
+_CONNECTORS = {
+    "of",
+    "for",
+    "a",
+    "de",
+    "du",
+    "la",
+    "le",
+    "del",
+    "della",
+    "von",
+    "van",
+    "der",
+    "the",
+    "y",
+    "da",
+    "di",
+    "&",
+}
 _SCALES = {"thousand", "million", "billion", "trillion", "percent", "per cent", "%", "k", "m", "bn"}
 _FUNCTION_WORDS = {
     "the", "a", "an", "it", "its", "this", "that", "these", "those", "he", "she", "they", "we", "i",

@@ -609,7 +609,6 @@ def score_entity_recall(
     threshold; ``details``: one per entity (label ``"<entity>": verbatim`` or its "nn% yes").
     """
     name = defn.name
-    top = defn.top_level
     ps, details = [], []
     for k, (entity, hit) in enumerate(zip(entities, found, strict=True)):
         p = 1.0 if hit else answers[f"{name}.e{k}"].p_yes()
@@ -618,9 +617,26 @@ def score_entity_recall(
         details.append(
             ChunkDetail(index=k, label=label, score=p, probability=p, confidence=decisiveness(p), passed=p >= 0.5)
         )
+    return _share_levels_result(defn, threshold, ps, details)
+
+
+def share_levels(ps: Sequence[float], top: int) -> list[float]:
+    """P(level) for level 0..top when each of N units holds with probability ``ps[i]``
+    (independently): the count's Poisson-binomial distribution (:func:`count_distribution`),
+    each count k mapped to :func:`level_of_share` (k, N)."""
     levels = [0.0] * (top + 1)
     for k, pk in enumerate(count_distribution(ps)):
         levels[level_of_share(k, len(ps), top)] += pk
+    return levels
+
+
+def _share_levels_result(
+    defn: EvaluatorDef, threshold: float, ps: Sequence[float], details: list[ChunkDetail]
+) -> EvaluatorResult:
+    """The score-shaped result of :func:`share_levels`: score E[level]/top, label "x.x / top",
+    the score answer's confidence, a probability per level and the legend."""
+    top = defn.top_level
+    levels = share_levels(ps, top)
     expected = sum(i * p for i, p in enumerate(levels))
     score = _clip01(expected / top)
     return EvaluatorResult(
@@ -633,6 +649,19 @@ def score_entity_recall(
         passed=score >= threshold,
         details=details,
     )
+
+
+def score_claim_levels(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
+    """One noul per claim (sentence) of the output, e.g. "does this sentence help answer the
+    question?": the number of yes follows the Poisson-binomial distribution of the p_i, and the
+    share k/N gives the page's level (:func:`share_levels`: none 0, under half 1, half or more 2,
+    all 3). So an output that answers and then pads (1 of 2 sentences) is level 2, one that only
+    answers is level 3, and pleasantries alone are level 0; the RAGAS answer-relevancy idea
+    (penalise noncommittal and off-topic content) with a probability per sentence in place of
+    generated questions. ``details``: one row per sentence (score = p_i)."""
+    ps = [a.p_yes() for a in answers]
+    details = [_yes_no_detail(i, p) for i, p in enumerate(ps)]
+    return _share_levels_result(defn, threshold, ps, details)
 
 
 def score_groups(
@@ -657,3 +686,6 @@ def score_groups(
         return skipped(defn, "no entity (name, number, date or quoted term) found in `expected`")
     context = " \n".join(render_text(c) for c in item.chunks())
     return score_entity_recall(defn, answers, limit, entities, [find_in(e, context) for e in entities])
+
+
+_SCORERS["claim_levels"] = score_claim_levels  # defined with the other share-of-units scorings above
