@@ -383,7 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="model name or path (default: the main model)")
     ap.add_argument("--sets", default=",".join(SETS), help="comma-separated sets")
     ap.add_argument("--versions", default="1,2", help="evaluator versions to compare (each as name@version)")
-    ap.add_argument("--limit", type=int, default=None, help="source items per set (seeded sample; default all)")
+    ap.add_argument(
+        "--limit", type=int, default=None, help="rows per set, whole source items (seeded sample; default all)"
+    )
+    ap.add_argument(
+        "--set-limits", default="", help="per-set overrides of --limit, e.g. hotpotqa_relevance=10,noveleval=6"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--batch-size", type=int, default=4)
@@ -419,11 +424,14 @@ def main(argv: list[str] | None = None) -> int:
     slug = judge.model_name.split("/")[-1].lower() + (f"-{args.tag}" if args.tag else "")
     out = args.out_dir / f"rag-quality-{slug}.json"
     excluded = json.loads(args.exclude.read_text(encoding="utf-8"))["ids"] if args.exclude else {}
+    limits = {k: int(v) for k, v in (kv.split("=") for kv in args.set_limits.split(",") if kv.strip())}
+    record["config"]["set_limits"] = limits
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-        rows = load_rows(name, args.limit, args.seed, args.data, frozenset(excluded.get(name, ())))
+        limit = limits.get(name, args.limit)
+        rows = load_rows(name, limit, args.seed, args.data, frozenset(excluded.get(name, ())))
         in_sample = not rows
         if in_sample:  # every dev row was a fitting row: measure on them, and say so
-            rows = load_rows(name, args.limit, args.seed, args.data)
+            rows = load_rows(name, limit, args.seed, args.data)
         record["sets"][name] = {
             "evaluator": SETS[name],
             "versions": {},
