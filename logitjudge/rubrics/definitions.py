@@ -154,10 +154,9 @@ class EvaluatorDef(_Strict):
             (per chunk, the ``probes`` nouls, each relative to a content-free chunk, combined
             into a distribution over the options by a fitted multinomial logistic),
             ``entity_recall`` (entities of ``expected`` matched in the
-            context, a noul per unmatched one; levels from the share present), ``claim_levels``
-            (a noul per sentence of ``output``; levels from the share of yes). For these last
-            three (and ``chunk_probes``: choice) ``question_type`` is the result's shape (levels
-            or options); the questions asked are yes/no.
+            context, a noul per unmatched one; levels from the share present). For
+            ``entity_recall`` (score: levels) and ``chunk_probes`` (choice: options)
+            ``question_type`` is the result's shape; the questions asked are yes/no.
         threshold: default pass threshold on the 0..1 score (overridable per request).
         chunk_state: per-chunk questions are asked over the chunk alone: each chunk is the state
             of its own engine request ("Passage: <chunk>"), and the template quotes the other
@@ -205,7 +204,6 @@ class EvaluatorDef(_Strict):
         "chunk_evidence",
         "chunk_probes",
         "entity_recall",
-        "claim_levels",
     ]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
     contrast: Literal["context"] | None = None
@@ -225,9 +223,7 @@ class EvaluatorDef(_Strict):
         shape = {
             "noul": self.options is None and self.levels is None,
             "choice": self.options is not None and self.levels is None and self.criteria is None,
-            "score": self.levels is not None
-            and self.options is None
-            and (self.criteria is None or self.scoring == "claim_levels"),
+            "score": self.levels is not None and self.options is None and self.criteria is None,
             "typed": self.options is None and self.levels is None and self.criteria is None,
         }
         if not shape[self.question_type]:
@@ -254,7 +250,6 @@ class EvaluatorDef(_Strict):
             "chunk_evidence": ("noul", True, False),
             "chunk_probes": ("choice", True, False),
             "entity_recall": ("score", False, False),
-            "claim_levels": ("score", False, True),
         }[self.scoring]
         if (self.question_type, self.per_chunk, self.per_claim) != compatible:
             raise ValueError(

@@ -77,7 +77,7 @@ def question_ids(defn: EvaluatorDef, n_chunks: int, n_claims: int = 0) -> list[s
 
 
 def _one(defn: EvaluatorDef, instructions: str) -> Question:
-    if defn.question_type == "noul" or defn.scoring == "claim_levels":
+    if defn.question_type == "noul":
         crit = defn.criteria
         true, false = (None, None) if crit is None else (crit.true, crit.false)
         return Question("noul", instructions, (Option("true", true), Option("false", false)))

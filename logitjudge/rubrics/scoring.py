@@ -651,19 +651,6 @@ def _share_levels_result(
     )
 
 
-def score_claim_levels(defn: EvaluatorDef, answers: Sequence[Answered], threshold: float) -> EvaluatorResult:
-    """One noul per claim (sentence) of the output, e.g. "does this sentence help answer the
-    question?": the number of yes follows the Poisson-binomial distribution of the p_i, and the
-    share k/N gives the page's level (:func:`share_levels`: none 0, under half 1, half or more 2,
-    all 3). So an output that answers and then pads (1 of 2 sentences) is level 2, one that only
-    answers is level 3, and pleasantries alone are level 0; the RAGAS answer-relevancy idea
-    (penalise noncommittal and off-topic content) with a probability per sentence in place of
-    generated questions. ``details``: one row per sentence (score = p_i)."""
-    ps = [a.p_yes() for a in answers]
-    details = [_yes_no_detail(i, p) for i, p in enumerate(ps)]
-    return _share_levels_result(defn, threshold, ps, details)
-
-
 def score_groups(
     defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float | None, item: Item
 ) -> EvaluatorResult:
@@ -686,6 +673,3 @@ def score_groups(
         return skipped(defn, "no entity (name, number, date or quoted term) found in `expected`")
     context = " \n".join(render_text(c) for c in item.chunks())
     return score_entity_recall(defn, answers, limit, entities, [find_in(e, context) for e in entities])
-
-
-_SCORERS["claim_levels"] = score_claim_levels  # defined with the other share-of-units scorings above

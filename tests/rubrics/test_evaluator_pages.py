@@ -64,6 +64,12 @@ def test_chunk_relevance_irrelevant_chunks_are_not_relevant(main_judge):
     assert res.score == 0.0 and res.passed is False
 
 
+KNOWN_GAP = "known gap of the default model, measured: see docs/reference/evaluators.md (strict: passing means update this test)"
+
+
+@pytest.mark.xfail(
+    strict=True, reason=f"chunk_support@2 labels the page's chunks contradicts/unrelated/unrelated; {KNOWN_GAP}"
+)
 def test_chunk_support_page(main_judge):
     item = {
         "output": "Jev is billed per input token at $0.042 per million; output tokens are free.",
@@ -79,6 +85,7 @@ def test_chunk_support_page(main_judge):
     assert set(res.probabilities) == {"supports", "contradicts", "unrelated"}
 
 
+@pytest.mark.xfail(strict=True, reason=f"chunk_support@2 calls the explicit contradiction unrelated; {KNOWN_GAP}")
 def test_chunk_support_an_explicit_contradiction_contradicts(main_judge):
     item = {
         "output": "Output tokens are free.",
@@ -88,6 +95,7 @@ def test_chunk_support_an_explicit_contradiction_contradicts(main_judge):
     assert [d.label for d in res.details] == ["contradicts", "supports"]
 
 
+@pytest.mark.xfail(strict=True, reason=f"answer_relevancy@1 rates the padded answer 2.7 / 3 (passes); {KNOWN_GAP}")
 def test_answer_relevancy_page(main_judge):
     question = "What is the minimum Node version for the SDK?"
     padded = (
