@@ -398,6 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--rebuild", type=Path, default=None, help="recompute figures and tables of an earlier run (no model)"
     )
+    ap.add_argument(
+        "--exclude",
+        type=Path,
+        default=None,
+        help="a JSON file {ids: {set: [row ids]}} of rows to leave out (benchmarks/results/rag-fit-rows.json: the "
+        "rows the shipped coefficients were fitted on); a set whose rows are all excluded runs on them, marked in-sample",
+    )
     args = ap.parse_args(argv)
 
     if args.rebuild:

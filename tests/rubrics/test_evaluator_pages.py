@@ -64,7 +64,9 @@ def test_chunk_relevance_irrelevant_chunks_are_not_relevant(main_judge):
     assert res.score == 0.0 and res.passed is False
 
 
-KNOWN_GAP = "known gap of the default model, measured: see docs/reference/evaluators.md (strict: passing means update this test)"
+KNOWN_GAP = (
+    "a known gap of the default model, measured: docs/reference/evaluators.md (strict: a pass means update this)"
+)
 
 
 @pytest.mark.xfail(
