@@ -416,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from logitjudge import Judge
+    from logitjudge.rubrics.registry import default_registry
+
+    registry = default_registry()
 
     judge = Judge.load(args.model, calibration="shipped")
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
@@ -446,6 +449,9 @@ def main(argv: list[str] | None = None) -> int:
             "excluded": len(excluded.get(name, ())),
         }
         for v in versions:
+            if f"{SETS[name]}@{v}" not in registry.versions:  # e.g. a version never shipped
+                print(f"{name}: {SETS[name]}@{v} does not exist; skipped", flush=True)
+                continue
             recs = run_version(judge, rows, f"{SETS[name]}@{v}", args.batch_size)
             record["sets"][name]["versions"][v] = recs
             print(f"{name} v{v}: {len(recs)} rows, {np.mean([r['seconds'] for r in recs]):.1f} s/row", flush=True)
