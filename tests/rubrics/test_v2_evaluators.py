@@ -1,0 +1,106 @@
+"""Version 2 of the RAG evaluators: what each question sees, and the arithmetic of their scores.
+
+Behaviour on the default model is in ``test_evaluator_pages.py``; here the scripted engine (fixed
+answers chosen by the test) checks routing (each chunk its own request, holding that chunk only),
+and the pure scoring functions check their formulas on hand-computed values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from logitjudge.contract.evaluate import Item
+from logitjudge.rubrics import evaluate
+from logitjudge.rubrics.entities import entities_of, find_in, normalise
+from logitjudge.rubrics.questions import build_groups, chunk_group
+from logitjudge.rubrics.registry import default_registry
+from logitjudge.rubrics.runner import plan_item
+from logitjudge.rubrics.scoring import count_distribution, level_of_share, share_levels
+
+ITEM = {
+    "id": "i",
+    "input": "How is Jev priced?",
+    "output": "Jev costs $42 per billion input tokens.",
+    "expected": "$42 per billion input tokens (Jev, 2024).",
+    "context": ["Price: $42 per billion input tokens.", "SECRET-PELICAN founded in 2024."],
+}
+
+
+def test_each_chunk_is_its_own_request_and_holds_only_that_chunk():
+    reg = default_registry()
+    plan = plan_item(Item.model_validate(ITEM), reg.select(["chunk_relevance", "chunk_support"]), strict=True)
+    keyed = dict(plan.engine_requests())
+    assert set(keyed) == {chunk_group(0), chunk_group(1), "null"}
+    assert keyed[chunk_group(0)].state == "Passage: Price: $42 per billion input tokens."
+    assert "SECRET-PELICAN" not in str(keyed[chunk_group(0)]) and "SECRET-PELICAN" not in str(keyed["null"])
+    # both evaluators' questions over chunk 0 share its one request (its tokens run once)
+    kinds = [q.type for q in keyed[chunk_group(0)].questions]
+    assert kinds.count("continuation") == 1 and kinds.count("noul") == 1 + 3
+    assert all(not q.calibrated for r in keyed.values() for q in r.questions)
+
+
+def test_entity_recall_sees_the_context_only_and_asks_only_about_unmatched_entities():
+    defn = default_registry().get("context_entity_recall")
+    groups = build_groups(defn, Item.model_validate(ITEM))
+    ((state, questions),) = groups.values()
+    assert state == {"context": ITEM["context"]}  # no output, no expected in the state
+    assert [q.instructions for q in questions.values()] == [
+        defn.entity_template.replace("{entity}", '"Jev"')  # $42 and 2024 are found verbatim
+    ]
+
+
+def test_v2_results_keep_the_pages_shape(scripted):
+    judge = scripted(lambda state, q: [0.9] if q.type == "continuation" else [0.8, 0.2][: len(q.options)])
+    run = evaluate(judge, [ITEM], ["chunk_relevance", "chunk_support", "context_entity_recall"])
+    res = run.results[0].results
+    cr = res["chunk_relevance"]
+    assert cr.version == "2" and cr.label.endswith("% yes") and set(cr.probabilities) == {"yes", "no"}
+    assert len(cr.details) == 2 and all(d.x_features for d in cr.details)
+    cs = res["chunk_support"]
+    assert cs.label in ("supports", "contradicts", "unrelated")
+    assert set(cs.probabilities) == {"supports", "contradicts", "unrelated"}
+    assert math.isclose(sum(cs.probabilities.values()), 1.0)
+    er = res["context_entity_recall"]
+    assert er.label.endswith("/ 3") and set(er.probabilities) == {"0", "1", "2", "3"}
+
+
+def test_name_at_version_runs_the_earlier_version(scripted):
+    judge = scripted(lambda state, q: [0.8, 0.2])
+    run = evaluate(judge, [ITEM], ["chunk_relevance@1"])
+    res = run.results[0].results["chunk_relevance"]
+    assert res.version == "1" and res.label == "2/2 relevant"
+    assert isinstance(judge.engine.calls[0][0].state, dict)  # version 1: one request over the whole item
+
+
+@pytest.mark.parametrize(
+    ("text", "entities"),
+    [
+        ("no (from Laleli Mosque and Esma Sultan Mansion)", ["Laleli Mosque", "Esma Sultan Mansion"]),
+        ("The Eiffel Tower was completed on 31 March 1889 in Paris.", ["Eiffel Tower", "31 March 1889", "Paris"]),
+        ("$0.042 per million input tokens; output tokens are free.", ["$0.042"]),
+        ('It sold 1,378,000 copies of "Hello", by Adele.', ["1,378,000", "Hello", "Adele"]),
+        ("yes", []),
+    ],
+)
+def test_entities_of(text, entities):
+    assert entities_of(text) == entities
+
+
+def test_find_in_normalises_case_accents_and_thousands_but_needs_whole_words():
+    assert find_in("1,378,000", "it has sold 1378000 copies")
+    assert find_in("Esma Sultan", "the ESMA SULTÁN mansion")
+    assert find_in("$0.042", "($0.042 per million)")
+    assert not find_in("Winner", "the winners were")
+    assert not find_in("0.042", "0 042")
+    assert normalise("A-b") == " a b "
+
+
+def test_levels_from_the_share_present():
+    assert [level_of_share(k, 3) for k in range(4)] == [0, 1, 2, 3]
+    assert [level_of_share(k, 2) for k in range(3)] == [0, 2, 3]
+    assert count_distribution([0.5, 0.5]) == pytest.approx([0.25, 0.5, 0.25])
+    assert share_levels([1.0, 1.0, 0.0], 3) == pytest.approx([0, 0, 1, 0])
+    # one entity found, one 50/50: level 3 or 2 with even odds (2 of 2 -> 3, 1 of 2 -> 2)
+    assert share_levels([1.0, 0.5], 3) == pytest.approx([0, 0, 0.5, 0.5])
