@@ -12,7 +12,7 @@ baseline of its set? Per set (the labelled dev rows in ``../shared/data/<set>/de
 | hotpotqa_relevance | chunk_relevance | per-chunk AUROC, accuracy at the evaluator's threshold, share called relevant | shorter chunk is relevant (AUROC) |
 | noveleval | chunk_relevance | nDCG@10 (graded 0/1/2), AUROC of grade 2 vs 0 | retrieval order (nDCG@10 of the given order) |
 | anli, vitaminc | chunk_support | 3-way accuracy, macro-F1, share "supports" (gold share beside it), confusion | majority class |
-| hotpotqa_entity_recall_derived | context_entity_recall | level exact accuracy (mode), MAE (expected level), quadratic weighted kappa | longer context = higher level (Spearman) |
+| hotpotqa_entity_recall_derived | context_entity_recall | level exact accuracy and MAE of the level the score states (score x 3), quadratic weighted kappa | longer context = higher level (Spearman) |
 | wikieval (answer_relevancy pairs) | answer_relevancy | pairwise accuracy (ties 1/2) | longer answer wins |
 
 Every figure has its n and a 95% percentile-bootstrap interval over source items (a HotpotQA
@@ -236,29 +236,31 @@ def support_figures(
 def entity_figures(
     rows: Sequence[Mapping[str, Any]], recs: Sequence[Mapping[str, Any]], resamples: int, seed: int
 ) -> dict[str, Any]:
-    by_source: dict[str, list[tuple[int, int, float, int]]] = {}
+    by_source: dict[str, list[tuple[Any, ...]]] = {}
     for r, rec in zip(rows, recs, strict=True):
         res = rec["result"]
         if res.get("status") != "ok":
             continue
         probs = res["probabilities"]
+        level = int(round(res["score"] * 3))  # the level the score states (v2: its verdicts; v1: E[level] rounded)
         mode = int(max(probs, key=lambda k: probs[k]))
         expected = sum(int(k) * p for k, p in probs.items())
         chars = sum(len(str(c)) for c in r["context"])
         by_source.setdefault(source_of("hotpotqa_entity_recall_derived", r), []).append(
-            (r["gold"]["level"], mode, expected, chars)
+            (r["gold"]["level"], level, expected, chars, mode, res["score"] * 3)
         )
     units = list(by_source.values())
 
-    def flat(us: Sequence[Any]) -> list[tuple[int, int, float, int]]:
+    def flat(us: Sequence[Any]) -> list[tuple[Any, ...]]:
         return [x for u in us for x in u]
 
     return {
         "level_exact_accuracy": figure(
-            units, lambda us: float(np.mean([g == m for g, m, _, _ in flat(us)])), resamples, seed
+            units, lambda us: float(np.mean([x[0] == x[1] for x in flat(us)])), resamples, seed
         ),
-        "mae_expected_level": figure(
-            units, lambda us: float(np.mean([abs(g - e) for g, _, e, _ in flat(us)])), resamples, seed
+        "mae_level": figure(units, lambda us: float(np.mean([abs(x[0] - x[5]) for x in flat(us)])), resamples, seed),
+        "level_exact_accuracy_most_probable_level": figure(
+            units, lambda us: float(np.mean([x[0] == x[4] for x in flat(us)])), resamples, seed
         ),
         "quadratic_weighted_kappa": figure(
             units,

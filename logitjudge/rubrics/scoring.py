@@ -602,13 +602,21 @@ def score_entity_recall(
 ) -> EvaluatorResult:
     """Entities of ``expected`` (:func:`logitjudge.rubrics.entities.entities_of`): one found
     verbatim in the context is present (p = 1); otherwise p = P(yes) of the model's question
-    "does the context mention it, or the same thing written another way?". The number present
-    follows the Poisson-binomial distribution of the p's; each count k of N maps to the page's
-    level (:func:`level_of_share`), giving ``probabilities`` per level. Score = E[level]/top,
-    ``label`` "x.x / top", ``confidence`` the score answer's (spec A.7), passed when score >=
-    threshold; ``details``: one per entity (label ``"<entity>": verbatim`` or its "nn% yes").
+    "does the context mention it, or the same thing written another way?", and the entity counts
+    as present when p >= 0.5 (the model's verdict).
+
+    The level is that of the verdicts: k present of N maps to the page's level
+    (:func:`level_of_share`); score = level / top, ``label`` "L.0 / top", passed when score >=
+    threshold. ``probabilities`` per level are the uncertainty around it: the level's
+    distribution if each entity were present with its p independently (Poisson-binomial,
+    :func:`share_levels`), and ``confidence`` is the probability of the reported level under it.
+    (The verdicts, not the expected level, carry the score: the model's P(yes) for an entity it
+    cannot find sits near 0.3-0.45, and summing such near-misses over several entities made an
+    absent set of entities look "a few present".) ``details``: one per entity (label
+    ``"<entity>": verbatim`` or its "nn% yes").
     """
     name = defn.name
+    top = defn.top_level
     ps, details = [], []
     for k, (entity, hit) in enumerate(zip(entities, found, strict=True)):
         p = 1.0 if hit else answers[f"{name}.e{k}"].p_yes()
@@ -617,7 +625,18 @@ def score_entity_recall(
         details.append(
             ChunkDetail(index=k, label=label, score=p, probability=p, confidence=decisiveness(p), passed=p >= 0.5)
         )
-    return _share_levels_result(defn, threshold, ps, details)
+    level = level_of_share(sum(d.passed for d in details), len(details), top)
+    levels = share_levels(ps, top)
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=level / top,
+        label=level_label(level, top),
+        confidence=_clip01(levels[level]),
+        probabilities={str(i): p for i, p in enumerate(levels)},
+        legend={str(i): lv for i, lv in enumerate(defn.levels or ())},
+        passed=level / top >= threshold,
+        details=details,
+    )
 
 
 def share_levels(ps: Sequence[float], top: int) -> list[float]:
@@ -628,27 +647,6 @@ def share_levels(ps: Sequence[float], top: int) -> list[float]:
     for k, pk in enumerate(count_distribution(ps)):
         levels[level_of_share(k, len(ps), top)] += pk
     return levels
-
-
-def _share_levels_result(
-    defn: EvaluatorDef, threshold: float, ps: Sequence[float], details: list[ChunkDetail]
-) -> EvaluatorResult:
-    """The score-shaped result of :func:`share_levels`: score E[level]/top, label "x.x / top",
-    the score answer's confidence, a probability per level and the legend."""
-    top = defn.top_level
-    levels = share_levels(ps, top)
-    expected = sum(i * p for i, p in enumerate(levels))
-    score = _clip01(expected / top)
-    return EvaluatorResult(
-        **_base(defn, threshold),
-        score=score,
-        label=level_label(expected, top),
-        confidence=_clip01(answer_fields.score_confidence(levels)),
-        probabilities={str(i): p for i, p in enumerate(levels)},
-        legend={str(i): lv for i, lv in enumerate(defn.levels or ())},
-        passed=score >= threshold,
-        details=details,
-    )
 
 
 def score_groups(
