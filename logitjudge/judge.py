@@ -80,7 +80,6 @@ class Judge:
         calibration: str | Path | None = "shipped",
         attn: str | None = None,
         max_row_tokens: int | None = None,
-        max_batch_tokens: int | None = None,
         state_cache_mb: int | None = None,
         prompt_version: str | None = None,
         backend: str | None = None,
@@ -116,7 +115,6 @@ class Judge:
                 model's own), ``"eager"``, ``"sdpa"``, ``"flex_attention"``.
             max_row_tokens: most tokens in one packed forward row (default 8,192; the CLI's
                 ``--engine-row-tokens``).
-            max_batch_tokens: deprecated name of ``max_row_tokens`` (``DeprecationWarning``).
             state_cache_mb: MiB of state KV kept across requests (default 1,024; 0 = off): a
                 request over a state seen before skips its prefix forward.
             prompt_version: ``"lj-prompt-1.1"`` (default) or ``"lj-prompt-2"`` (lean: fewer
@@ -136,7 +134,6 @@ class Judge:
         from logitjudge.engine.loading import load_engine  # torch is imported only here
 
         config = (config or EngineConfig()).with_options(
-            stacklevel=3,
             device=device,
             dtype=dtype,
             strategy=strategy,
@@ -145,7 +142,6 @@ class Judge:
             self_check=self_check,
             attn=attn,
             max_row_tokens=max_row_tokens,
-            max_batch_tokens=max_batch_tokens,
             state_cache_mb=state_cache_mb,
             prompt_version=prompt_version,
             backend=backend,

@@ -104,8 +104,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--engine-row-tokens",
         type=positive_int,
         default=None,
-        help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens, "
-        f"reported as max_batch_tokens; default {EngineConfig.max_row_tokens}); "
+        help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens; "
+        f"default {EngineConfig.max_row_tokens}); "
         "`serve --max-batch-tokens` is the scheduler's budget across requests",
     )
     p.add_argument(

@@ -14,8 +14,7 @@ Every default is written here once and read by whoever needs it: :class:`EngineC
 Two token budgets, two names:
 
 - :attr:`EngineConfig.max_row_tokens`: the most tokens one packed forward row holds *inside* an
-  engine call (the CLI's ``--engine-row-tokens``; ``describe()["max_batch_tokens"]`` on the wire,
-  kept for compatibility). ``max_batch_tokens`` is its deprecated Python name.
+  engine call (the CLI's ``--engine-row-tokens``; ``describe()["max_row_tokens"]``).
 - :attr:`SchedulerConfig.max_batch_tokens`: the scheduler's estimated-token budget of one engine
   call *across* requests (``logitjudge serve --max-batch-tokens``).
 
@@ -25,7 +24,6 @@ This module imports no torch (the CLI reads it to build its flags).
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,7 +152,7 @@ class EngineConfig:
     max_row_tokens: int = 8192
     """The most tokens one packed forward row holds inside an engine call (several requests share
     a row up to this; a larger request runs alone). CLI: ``--engine-row-tokens``; reported as
-    ``describe()["max_batch_tokens"]``; deprecated Python name ``max_batch_tokens``."""
+    ``describe()["max_row_tokens"]``."""
 
     backend: str = "transformers"
     """One of :data:`BACKENDS`: ``transformers`` (our packing on a transformers model) or ``vllm``
@@ -199,27 +197,13 @@ class EngineConfig:
         if self.state_cache_mb < 0:
             raise ValueError(f"state_cache_mb must be >= 0, got {self.state_cache_mb}")
 
-    def with_options(self, *, stacklevel: int = 2, **options: Any) -> EngineConfig:
+    def with_options(self, **options: Any) -> EngineConfig:
         """A copy with ``options`` replacing fields; an option that is ``None`` keeps the field.
 
-        ``max_batch_tokens`` is accepted as the deprecated name of ``max_row_tokens`` (a
-        ``DeprecationWarning`` attributed ``stacklevel`` frames up: 2 = the caller of this method).
-
         Raises:
-            TypeError: an unknown option, or ``max_batch_tokens`` and ``max_row_tokens`` that differ.
+            TypeError: an unknown option.
         """
-        given = {k: v for k, v in options.items() if v is not None}
-        if "max_batch_tokens" in given:
-            old = given.pop("max_batch_tokens")
-            warnings.warn(
-                "max_batch_tokens is deprecated: the engine's packed-row budget is now max_row_tokens "
-                "(`serve --max-batch-tokens` is the scheduler's budget across requests)",
-                DeprecationWarning,
-                stacklevel=stacklevel,
-            )
-            if given.setdefault("max_row_tokens", old) != old:
-                raise TypeError(f"max_batch_tokens={old} (deprecated) and max_row_tokens={given['max_row_tokens']}")
-        return dataclasses.replace(self, **given)
+        return dataclasses.replace(self, **{k: v for k, v in options.items() if v is not None})
 
 
 @dataclass(frozen=True)

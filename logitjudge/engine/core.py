@@ -103,8 +103,7 @@ class Engine:
             and ``self_check`` matter to :meth:`load` only: ``lm`` is already loaded.
         max_single_token_labels: see :class:`PromptBuilder` (tests only).
         options: :class:`EngineConfig` fields replacing ``config``'s (``None`` = keep), e.g.
-            ``Engine(lm, strategy="prefix_rows")``; ``max_batch_tokens`` is the deprecated name
-            of ``max_row_tokens``.
+            ``Engine(lm, strategy="prefix_rows")``.
 
     Packed rows longer than ``dense_mask_max_tokens`` never get a dense mask: flex block masks,
     or prefix_rows. ``self.config`` is the configuration asked for; ``strategy`` and ``attn``
@@ -119,7 +118,7 @@ class Engine:
         max_single_token_labels: int | None = None,
         **options: Any,
     ) -> None:
-        config = (config or EngineConfig()).with_options(stacklevel=3, **options)
+        config = (config or EngineConfig()).with_options(**options)
         self.config = config
         self.lm = lm
         lm.model.eval()
@@ -169,8 +168,7 @@ class Engine:
             model: see :func:`~logitjudge.engine.model.load_model` (``None`` = the default model).
             config: device, dtype, strategy, attention, budgets and ``self_check``
                 (:class:`~logitjudge.engine.config.EngineConfig`; default: its defaults).
-            options: fields replacing ``config``'s (``None`` = keep), e.g. ``device="cpu"``;
-                ``max_batch_tokens`` is the deprecated name of ``max_row_tokens``.
+            options: fields replacing ``config``'s (``None`` = keep), e.g. ``device="cpu"``.
 
         The self-check runs on the device and in the dtype that will serve, with
         :func:`tolerance_for` that dtype; with FlexAttention it also compiles the kernel, so the
@@ -184,7 +182,7 @@ class Engine:
                 strategy or attention.
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
-        config = (config or EngineConfig()).with_options(stacklevel=3, **options)
+        config = (config or EngineConfig()).with_options(**options)
         if config.backend != "transformers":
             raise UnsupportedModelError(
                 f"Engine.load runs the transformers backend; for {config.backend!r} use "
@@ -230,7 +228,7 @@ class Engine:
             "calibration_origin": self.calibration.origin if self.calibration is not None else None,
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
-            "max_batch_tokens": self.runner.max_row_tokens,  # the wire's name for max_row_tokens
+            "max_row_tokens": self.runner.max_row_tokens,
         }
 
     @property

@@ -25,7 +25,7 @@ def load_engine(model: str | None = None, config: EngineConfig | None = None, **
         UnsupportedModelError: the model, a strategy or the backend cannot be served (vLLM missing).
         EngineDeadError: the start-up self-check failed.
     """
-    config = (config or EngineConfig()).with_options(stacklevel=3, **options)
+    config = (config or EngineConfig()).with_options(**options)
     if config.backend == "vllm":
         from logitjudge.engine.vllm_engine import VllmEngine
 

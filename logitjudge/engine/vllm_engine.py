@@ -124,7 +124,7 @@ class VllmEngine(Engine):
         """
         from transformers import AutoConfig, AutoTokenizer
 
-        config = (config or EngineConfig(backend="vllm")).with_options(stacklevel=3, **options)
+        config = (config or EngineConfig(backend="vllm")).with_options(**options)
         t0 = time.perf_counter()
         path, name = resolve_model(model)
         try:

@@ -6,7 +6,7 @@ Regressions pinned here: the scheduler's and the server's defaults were copied i
 ``Engine``, ``Engine.load``, ``Judge.load``, ``Runner`` and the CLI's model flags;
 ``MAX_CHOICE_OPTIONS`` was defined twice; and one name, ``max_batch_tokens``, meant both the
 scheduler's budget across requests and the engine's packed-row size (now ``max_row_tokens``,
-with ``max_batch_tokens`` a deprecated alias).
+in Python and in ``describe()``; the old name is the scheduler's alone).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def test_the_engine_signatures_default_to_the_engine_config():
     # Judge.load: every engine argument is None = "the config's"; the config is EngineConfig()
     load = _defaults(Judge.load.__func__)
     engine_args = {f.name for f in dataclasses.fields(EngineConfig)} - {"dense_mask_max_tokens"}  # via config=
-    engine_args |= {"max_batch_tokens", "config"}
+    engine_args |= {"config"}
     assert engine_args <= set(load) and all(load[name] is None for name in engine_args)
 
 
@@ -213,18 +213,15 @@ def test_an_unknown_strategy_is_refused_before_the_model_loads(monkeypatch):
 # -- the row budget's new name, and the old one -------------------------------------------------
 
 
-def test_max_batch_tokens_is_a_deprecated_alias_of_max_row_tokens():
-    with pytest.warns(DeprecationWarning, match="max_row_tokens") as record:
-        config = EngineConfig().with_options(max_batch_tokens=1234)
-    assert config.max_row_tokens == 1234 and record[0].filename == __file__
+def test_max_batch_tokens_is_not_an_engine_option():
     with pytest.raises(TypeError, match="max_batch_tokens"):
-        EngineConfig().with_options(max_batch_tokens=1, max_row_tokens=2)
+        EngineConfig().with_options(max_batch_tokens=1234)  # the scheduler's name, never the row budget's
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new name warns about nothing
+        warnings.simplefilter("error")
         assert EngineConfig().with_options(max_row_tokens=7).max_row_tokens == 7
 
 
-def test_judge_load_accepts_max_batch_tokens_with_a_warning(monkeypatch):
+def test_judge_load_hands_max_row_tokens_to_the_engine_config(monkeypatch):
     from support.scripted import ScriptedEngine
 
     from logitjudge.engine import core
@@ -237,22 +234,21 @@ def test_judge_load_accepts_max_batch_tokens_with_a_warning(monkeypatch):
         return ScriptedEngine()
 
     monkeypatch.setattr(core.Engine, "load", classmethod(fake_load))
-    with pytest.warns(DeprecationWarning) as record:
-        Judge.load("m", max_batch_tokens=2048, device="cpu")
-    assert record[0].filename == __file__  # attributed to the caller of Judge.load
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Judge.load("m", max_row_tokens=2048, device="cpu")
         Judge.load("m", config=EngineConfig(max_row_tokens=2048, device="cpu"))
     configs = [c for _, c, _ in seen]
-    assert configs[0] == configs[1] == configs[2] == EngineConfig(max_row_tokens=2048, device="cpu")
+    assert configs[0] == configs[1] == EngineConfig(max_row_tokens=2048, device="cpu")
     assert all(options == {} for _, _, options in seen)
+    with pytest.raises(TypeError, match="max_batch_tokens"):
+        Judge.load("m", max_batch_tokens=2048)  # type: ignore[call-arg]
 
 
-def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(make_tiny):
+def test_the_engine_row_budget_reaches_the_runner_and_describe(make_tiny):
     engine = make_tiny("llama", max_row_tokens=1024)
     info = engine.describe()
-    assert engine.runner.max_row_tokens == 1024 == info["max_batch_tokens"] == engine.config.max_row_tokens
+    assert engine.runner.max_row_tokens == 1024 == info["max_row_tokens"] == engine.config.max_row_tokens
     assert set(info) == {
         "model",
         "backend",
@@ -270,13 +266,10 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe_keeps_its_key(mak
         "calibration_origin",
         "max_state_tokens",
         "max_request_tokens",
-        "max_batch_tokens",
+        "max_row_tokens",
     }
-    with pytest.warns(DeprecationWarning):
-        old = make_tiny("llama", max_batch_tokens=512)
-    assert old.describe()["max_batch_tokens"] == 512
     default = make_tiny("llama")
-    assert default.describe()["max_batch_tokens"] == EngineConfig.max_row_tokens
+    assert default.describe()["max_row_tokens"] == EngineConfig.max_row_tokens
     assert default.describe()["max_request_tokens"] == EngineConfig.max_request_tokens
     assert default.describe()["max_state_tokens"] == min(EngineConfig.max_state_tokens, 4096)  # the model's context
 

@@ -221,5 +221,5 @@ def test_cli_flags_reach_the_engine():
     )
     engine = load_judge(args).engine
     info = engine.describe()
-    assert (info["attn"], info["max_batch_tokens"], info["dtype"]) == ("eager", 1024, "float32")
+    assert (info["attn"], info["max_row_tokens"], info["dtype"]) == ("eager", 1024, "float32")
     assert engine.lm.model.config._attn_implementation == "eager"

@@ -376,7 +376,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "dtype": "float32",
         "strategy": "separate",
         "attn": "eager",
-        "max_row_tokens": 1234,  # Judge.load's name of the engine row budget (max_batch_tokens: deprecated)
+        "max_row_tokens": 1234,  # Judge.load's name of the engine row budget
         "calibration": "shipped",  # the default: the shipped calibration fitted for this engine, if any
         "default_rotations": 3,
         "backend": "transformers",

@@ -79,9 +79,9 @@ def real_run(loads, tmp_path_factory):
 
 
 def test_flags_given_to_evaluate_reach_the_loaded_engine(real_run, loads):
-    assert loads[0]["attn"] == "eager" and loads[0]["max_row_tokens"] == 4096  # describe() keeps max_batch_tokens
+    assert loads[0]["attn"] == "eager" and loads[0]["max_row_tokens"] == 4096
     engine = real_run.summary["environment"]["engine"]
-    assert engine["attn"] == "eager" and engine["max_batch_tokens"] == 4096
+    assert engine["attn"] == "eager" and engine["max_row_tokens"] == 4096
     record = json.loads(Path(str(real_run.out) + ".run.json").read_text())
     assert record["engine"]["fingerprint"] == engine["fingerprint"] and record["engine"]["prompt_version"]
 
