@@ -70,7 +70,7 @@ from logitjudge.rubrics.dataio import (
 from logitjudge.rubrics.debias import DEBIAS_MODES, MIN_BATCH
 from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
+from logitjudge.rubrics.runner import WIRE_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
 from logitjudge.settings import LOW_OPTION_MASS
 
 __all__ = ["add_evaluate_parser", "run_evaluate", "main"]
@@ -133,7 +133,7 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="passed",
         help="positive class for precision/recall against gold labels",
     )
-    p.add_argument("--request-model", default=DEFAULT_MODEL, help="the `model` name sent in each request")
+    p.add_argument("--request-model", default=WIRE_MODEL, help="the `model` name sent in each request")
     p.add_argument(
         "--overwrite",
         action="store_true",

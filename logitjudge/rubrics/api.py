@@ -30,7 +30,7 @@ from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
 from logitjudge.rubrics.debias import DebiasMode
 from logitjudge.rubrics.items import normalize_row
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.runner import DEFAULT_MODEL, ItemPlan, plan_item, run_plans
+from logitjudge.rubrics.runner import WIRE_MODEL, ItemPlan, plan_item, run_plans
 
 __all__ = ["EvaluationRun", "evaluate", "iter_evaluate", "to_item", "selection_for", "AUTO"]
 
@@ -93,7 +93,7 @@ def iter_evaluate(
     items: Iterable[Mapping[str, Any] | Item],
     evaluators: str | Sequence[str] = ("Everything",),
     *,
-    model: str = DEFAULT_MODEL,
+    model: str = WIRE_MODEL,
     thresholds: Mapping[str, float] | None = None,
     batch_size: int = 8,
     registry: Registry | None = None,
@@ -131,7 +131,7 @@ def evaluate(
     items: Iterable[Mapping[str, Any] | Item],
     evaluators: str | Sequence[str] = ("Everything",),
     *,
-    model: str = DEFAULT_MODEL,
+    model: str = WIRE_MODEL,
     thresholds: Mapping[str, float] | None = None,
     batch_size: int = 8,
     positive: Literal["passed", "failed"] = "passed",

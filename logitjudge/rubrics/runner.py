@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
+from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.convert import check_state, with_rotations
 from logitjudge.engine.calibration import evaluator_key
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
@@ -54,10 +55,12 @@ __all__ = [
     "check_thresholds",
     "run_plans",
     "run_items",
-    "DEFAULT_MODEL",
+    "WIRE_MODEL",
 ]
 
-DEFAULT_MODEL = "jev-latest"
+WIRE_MODEL = MODEL_ALIASES[0]
+"""The ``model`` an evaluate request names by default: ``jev-latest``, the wire alias every judge
+answers to (:data:`~logitjudge.contract.systemone.MODEL_ALIASES`), not a model."""
 
 
 class MissingFieldError(InvalidRequestError):
@@ -327,7 +330,7 @@ def run_plans(
     judge: Any,
     plans: Iterable[ItemPlan],
     *,
-    model: str = DEFAULT_MODEL,
+    model: str = WIRE_MODEL,
     thresholds: Mapping[str, float] | None = None,
     strict: bool = False,
     batch_size: int = 8,
@@ -421,7 +424,7 @@ def run_items(
     items: Iterable[Item],
     selection: Sequence[Selected],
     *,
-    model: str = DEFAULT_MODEL,
+    model: str = WIRE_MODEL,
     thresholds: Mapping[str, float] | None = None,
     strict: bool = False,
     batch_size: int = 8,

@@ -44,7 +44,7 @@ from logitjudge.rubrics.debias import MIN_BATCH, DebiasMode
 from logitjudge.rubrics.definitions import ITEM_FIELDS
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import (
-    DEFAULT_MODEL,
+    WIRE_MODEL,
     ItemPlan,
     Response,
     check_thresholds,
@@ -72,7 +72,7 @@ class EvaluateRequest(Item):
     """Body of ``POST /api/v1/evaluate`` (the item fields are the flat form's data)."""
 
     evaluators: Annotated[list[str], Field(min_length=1)]
-    model: str = DEFAULT_MODEL
+    model: str = WIRE_MODEL
     thresholds: dict[str, Threshold] | None = None
     items: Annotated[list[Item], Field(min_length=1)] | None = None
     positive: Literal["passed", "failed"] = "passed"
