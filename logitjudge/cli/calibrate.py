@@ -26,6 +26,7 @@ from logitjudge.cli.common import add_model_args, load_judge, plain
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
+from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.samples import samples_from_rows
 
 # -- reading labelled inputs -------------------------------------------------------------------
@@ -49,7 +50,7 @@ def _read_input(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None
     return results, engine, data
 
 
-def _run_data_rows(judge: Any, rows: list[dict[str, Any]], batch_size: int) -> list[dict[str, Any]]:
+def _run_data_rows(judge: JudgeLike, rows: list[dict[str, Any]], batch_size: int) -> list[dict[str, Any]]:
     from logitjudge.rubrics.aggregate import gold_of
     from logitjudge.rubrics.api import evaluate
 

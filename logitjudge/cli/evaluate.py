@@ -69,6 +69,7 @@ from logitjudge.rubrics.dataio import (
 )
 from logitjudge.rubrics.debias import DEBIAS_MODES, MIN_BATCH
 from logitjudge.rubrics.items import text_lengths
+from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.runner import WIRE_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
 from logitjudge.settings import LOW_OPTION_MASS
@@ -172,7 +173,7 @@ def _parse_thresholds(values: Sequence[str]) -> dict[str, float]:
     return out
 
 
-def _environment(judge: Any) -> dict[str, Any]:
+def _environment(judge: JudgeLike) -> dict[str, Any]:
     env: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform()}
     for mod in ("logitjudge", "torch", "transformers", "numpy", "sklearn", "pydantic"):
         if mod in sys.modules:
@@ -454,7 +455,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     # Load when there is work, or to check the engine when these model flags were never seen to
     # give the recorded engine (flags that passed the check are added to the record).
-    judge = None
+    judge: JudgeLike | None = None
     engine: dict[str, Any] | None = None
     flags_known = existing and record is not None and model_flags in (record.get("model_flags") or [])
     if pending or (existing and not flags_known):

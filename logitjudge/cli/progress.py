@@ -15,8 +15,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from logitjudge.engine.calibration import Scaling
+    from logitjudge.engine.types import EngineRequest, EngineResult
+    from logitjudge.errors import LogitJudgeError
+    from logitjudge.rubrics.judgelike import JudgeLike
 
 __all__ = ["ItemProgress"]
 
@@ -86,13 +92,13 @@ class ItemProgress:
 
     # -- inside engine calls -----------------------------------------------------------------------
 
-    def wrap(self, judge: Any) -> Any:
+    def wrap(self, judge: JudgeLike) -> JudgeLike:
         """``judge`` with an ``answer_many`` that advances the bar while it runs (the rest forwarded)."""
         if self.bar.disable:
             return judge
         return _ProgressJudge(judge, self)
 
-    def call(self, judge: Any, requests: Sequence[Any]) -> Any:
+    def call(self, judge: JudgeLike, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         in_flight = max(1, min(self.batch_size, self.pending - self.engine_done))
         base = max(self.written, self.engine_done)
         planned = _planned_tokens(judge, requests)
@@ -126,8 +132,12 @@ class ItemProgress:
             self._show(self.engine_done)
 
 
-def _planned_tokens(judge: Any, requests: Sequence[Any]) -> int:
-    """Tokens the engine plans for ``requests`` (0 when it cannot tell: the bar then moves per call)."""
+def _planned_tokens(judge: JudgeLike, requests: Sequence[EngineRequest]) -> int:
+    """Tokens the engine plans for ``requests`` (0 when it cannot tell: the bar then moves per call).
+
+    A :class:`logitjudge.Judge` over the transformers engine can tell (``judge.engine.plan``); the
+    engine is no part of :class:`~logitjudge.rubrics.judgelike.JudgeLike`, hence the probes here
+    and in :meth:`ItemProgress.call`."""
     plan = getattr(getattr(judge, "engine", None), "plan", None)
     if plan is None:
         return 0
@@ -141,14 +151,33 @@ def _planned_tokens(judge: Any, requests: Sequence[Any]) -> int:
 
 
 class _ProgressJudge:
-    """Forwards everything to the judge; ``answer_many`` reports progress to an :class:`ItemProgress`."""
+    """A :class:`~logitjudge.rubrics.judgelike.JudgeLike` forwarding to the judge; ``answer_many``
+    reports progress to an :class:`ItemProgress`."""
 
-    def __init__(self, judge: Any, progress: ItemProgress) -> None:
+    def __init__(self, judge: JudgeLike, progress: ItemProgress) -> None:
         self._judge = judge
         self._progress = progress
 
-    def answer_many(self, requests: Sequence[Any]) -> Any:
+    @property
+    def model_name(self) -> str:
+        return self._judge.model_name
+
+    @property
+    def default_rotations(self) -> int:
+        return self._judge.default_rotations
+
+    @property
+    def evaluator_scalings(self) -> Mapping[str, Scaling]:
+        return self._judge.evaluator_scalings
+
+    def check_model(self, requested: str) -> None:
+        self._judge.check_model(requested)
+
+    def answer_many(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         return self._progress.call(self._judge, requests)
+
+    def describe(self) -> dict[str, Any]:
+        return self._judge.describe()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._judge, name)

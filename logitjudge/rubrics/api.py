@@ -29,6 +29,7 @@ from logitjudge.errors import InvalidRequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
 from logitjudge.rubrics.debias import DebiasMode
 from logitjudge.rubrics.items import normalize_row
+from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.runner import WIRE_MODEL, ItemPlan, plan_item, run_plans
 
@@ -89,7 +90,7 @@ def selection_for(registry: Registry, evaluators: str | Sequence[str], item: Ite
 
 
 def iter_evaluate(
-    judge: Any,
+    judge: JudgeLike,
     items: Iterable[Mapping[str, Any] | Item],
     evaluators: str | Sequence[str] = ("Everything",),
     *,
@@ -127,7 +128,7 @@ def iter_evaluate(
 
 
 def evaluate(
-    judge: Any,
+    judge: JudgeLike,
     items: Iterable[Mapping[str, Any] | Item],
     evaluators: str | Sequence[str] = ("Everything",),
     *,
@@ -141,7 +142,7 @@ def evaluate(
     """Evaluate ``items`` with ``evaluators`` (names, suites, or ``"auto"``) and summarise.
 
     Args:
-        judge: a :class:`logitjudge.Judge` (anything with ``answer_many``).
+        judge: a :class:`logitjudge.Judge` (any :class:`~logitjudge.rubrics.judgelike.JudgeLike`).
         items: dicts with ``input``/``output``/``expected``/``context`` (or RAGAS names), an
             optional ``id``, and optional gold (``labels``, ``context_labels``, ``gold``).
         thresholds: per-evaluator pass thresholds overriding the defaults.
@@ -175,9 +176,8 @@ def evaluate(
             output_tokens=usage.output_tokens + res.usage.output_tokens,
             requests=usage.requests + res.usage.requests,
         )
-    name = getattr(judge, "model_name", model)
     return EvaluationRun(
-        model=str(name),
+        model=judge.model_name,
         results=[r for _, r in pairs],
         summary=summarize(rows, positive=positive),
         usage=usage,

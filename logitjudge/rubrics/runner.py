@@ -31,6 +31,7 @@ from logitjudge.engine.calibration import evaluator_key
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
+from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.questions import MAIN_GROUP, Group, build_groups, build_questions
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.scoring import (
@@ -327,7 +328,7 @@ def finish_plan(
 
 
 def run_plans(
-    judge: Any,
+    judge: JudgeLike,
     plans: Iterable[ItemPlan],
     *,
     model: str = WIRE_MODEL,
@@ -357,13 +358,11 @@ def run_plans(
     """
     registry = registry or default_registry()
     checked = check_thresholds(registry, thresholds)
-    check = getattr(judge, "check_model", None)  # a stand-in judge without it serves every name
-    if check is not None:
-        check(model)
+    judge.check_model(model)
     if debias not in DEBIAS_MODES:
         raise InvalidRequestError(f"debias: one of {', '.join(DEBIAS_MODES)}, not {debias!r}", field=("debias",))
-    rotations = int(getattr(judge, "default_rotations", 1))
-    scalings = dict(getattr(judge, "evaluator_scalings", None) or {})  # a stand-in judge may have none
+    rotations = judge.default_rotations
+    scalings = dict(judge.evaluator_scalings)
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[_Responses]:
@@ -420,7 +419,7 @@ def _typed_questions(plan: ItemPlan) -> list[Question | None]:
 
 
 def run_items(
-    judge: Any,
+    judge: JudgeLike,
     items: Iterable[Item],
     selection: Sequence[Selected],
     *,
