@@ -10,6 +10,9 @@
 - Result records (spec B.3, B.8): per evaluator, per item, per run. All numbers are finite; a
   value that cannot be determined is ``null`` and ``reason`` says why (never NaN). Extension
   fields are ``x_``-prefixed, as on the System One wire (R6).
+- The route's 200 bodies: :class:`EvaluateResponse` (the flat form: ``model`` plus the item's
+  result) and :class:`EvaluateBatchResponse` (the batch form). Per item and per evaluator the
+  route leaves ``null`` fields out (``exclude_none``); the summary's metrics keep theirs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ __all__ = [
     "EvaluateUsage",
     "Metric",
     "EvaluatorSummary",
+    "WireItemResult",
+    "DebiasReport",
+    "EvaluateResponse",
+    "EvaluateBatchResponse",
 ]
 
 Text = str | dict[str, Any] | list[Any]
@@ -252,3 +259,36 @@ class EvaluatorSummary(_Out):
         """The value of metric ``name`` (None when absent or undetermined)."""
         m = self.metric(name)
         return None if m is None else m.value
+
+
+class WireItemResult(ItemResult):
+    """An :class:`ItemResult` as the route sends it: ``null`` fields are left out, so ``passed``
+    (no evaluator gave a verdict) and ``id`` may be absent."""
+
+    passed: bool | None = Field(default=None, description="all verdicts passed; absent when no evaluator gave one")
+
+
+class EvaluateResponse(WireItemResult):
+    """200 body of the flat (single-item) form of ``POST /api/v1/evaluate``."""
+
+    model: str = Field(description="the served model (not the request's alias)")
+
+
+class DebiasReport(_Out):
+    """``x_debias`` of a batch response sent with ``"x_debias": "batch"``
+    (:func:`logitjudge.rubrics.debias.batch_calibrated`'s counts)."""
+
+    mode: Literal["batch"]
+    questions: int = Field(description="question groups whose prior was divided out")
+    answers: int = Field(description="answers adjusted")
+    left: int = Field(description="choice/score question groups asked too few times to adjust")
+
+
+class EvaluateBatchResponse(_Out):
+    """200 body of the batch form (``items``) of ``POST /api/v1/evaluate``."""
+
+    model: str = Field(description="the served model (not the request's alias)")
+    results: list[WireItemResult] = Field(description="one per item, in request order")
+    summary: dict[str, EvaluatorSummary] = Field(description="per evaluator: counts and metrics over the items")
+    usage: EvaluateUsage
+    x_debias: DebiasReport | None = Field(default=None, description="extension: present with `x_debias: batch`")

@@ -36,7 +36,13 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
-from logitjudge.contract.evaluate import EvaluateUsage, Item, ItemResult
+from logitjudge.contract.evaluate import (
+    EvaluateBatchResponse,
+    EvaluateResponse,
+    EvaluateUsage,
+    Item,
+    ItemResult,
+)
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
@@ -164,6 +170,8 @@ def _sum_usage(results: list[ItemResult]) -> EvaluateUsage:
 @router.post(
     "/api/v1/evaluate",
     summary="Run evaluators (or suites) on one item or a batch",
+    response_model=EvaluateResponse | EvaluateBatchResponse,
+    response_description="the flat form: `EvaluateResponse`; the batch form (`items`): `EvaluateBatchResponse`",
     responses=ERROR_RESPONSES,
 )
 async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
@@ -172,6 +180,9 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     All questions of all selected evaluators for one item are answered in one engine request
     over one state. Numbers are finite; an undetermined value is null with a ``reason``.
     """
+    # The body is built here (a JSONResponse, per item and evaluator without null fields), so
+    # FastAPI does not re-serialise it: response_model only declares it in the OpenAPI schema, and
+    # tests/server/test_evaluate_response_models.py validates real responses against it.
     plans, batch = _plan(body, state)
     thresholds = dict(body.thresholds or {})
     if not batch:
