@@ -441,8 +441,18 @@ def _logit(p: float) -> float:
     return math.log(q / (1.0 - q))
 
 
+def _softmax(values: Sequence[float]) -> list[float]:
+    """fp64 softmax of ``values``: the engine's one softmax (:func:`logitjudge.engine.readout.softmax`)."""
+    import torch  # lazily: importing the rubrics (the server does) must not load torch
+
+    from logitjudge.engine.readout import softmax
+
+    return [float(x) for x in softmax(torch.tensor(list(values), dtype=torch.float64))]
+
+
 def _sigmoid(z: float) -> float:
-    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+    """``1 / (1 + exp(-z))``, as the softmax of ``(z, 0)``."""
+    return _softmax((z, 0.0))[0]
 
 
 def chunk_features(noul: Answered, lik: Answered, null_noul: Answered, null_lik: Answered) -> dict[str, float]:
@@ -537,10 +547,9 @@ def score_chunk_probes(
         for p in probes:
             feats[p] = _logit(answers[f"{name}.{i}.{p}"].p_yes())
             feats[f"{p}_rel"] = feats[p] - null[p]
-        z = {k: c.intercept + sum(w * feats[f] for f, w in c.weights.items()) for k, c in classes.items()}
-        top = max(z.values())
-        e = {k: math.exp(v - top) for k, v in z.items()}
-        probs = {o.name: e[o.name] / sum(e.values()) for o in defn.options or ()}
+        names = [o.name for o in defn.options or ()]
+        z = [classes[k].intercept + sum(w * feats[f] for f, w in classes[k].weights.items()) for k in names]
+        probs = dict(zip(names, _softmax(z)))
         label = max(probs, key=lambda k: probs[k])
         details.append(
             ChunkDetail(
@@ -585,9 +594,9 @@ def count_distribution(ps: Sequence[float]) -> list[float]:
     """P(exactly k of independent events happen), k = 0..n, for event probabilities ``ps``
     (the Poisson-binomial distribution, by the usual O(n^2) recursion)."""
     dist = [1.0]
-    for p in ps:
+    for prob in ps:
         dist = [
-            (dist[k] if k < len(dist) else 0.0) * (1 - p) + (dist[k - 1] * p if k else 0.0)
+            (dist[k] if k < len(dist) else 0.0) * (1 - prob) + (dist[k - 1] * prob if k else 0.0)
             for k in range(len(dist) + 1)
         ]
     return dist

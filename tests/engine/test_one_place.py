@@ -80,7 +80,7 @@ def test_scoring_reports_the_noul_distribution():
     from logitjudge.rubrics.scoring import Answered, score_answers
 
     registry = default_registry()
-    by_kind = {d.scoring: d for d in registry.evaluators.values()}
+    by_kind = {d.scoring: d for d in registry.versions.values()}  # chunk_precision: chunk_relevance@1
     question = Question("noul", "?", (Option("true"), Option("false")))
     noul = Answered(question, Answer("noul", (0.7, 0.3), option_mass=1.0))
     low = Answered(question, Answer("noul", (0.2, 0.8), option_mass=1.0))
@@ -164,7 +164,7 @@ def test_a_calibrated_engine_answers_the_readout_stage_called_directly(make_tiny
     direct = readout.distributions(scores, reads.labels, n_options, scalings)  # type: ignore[arg-type]
     raw = readout.distributions(scores, reads.labels, n_options)
     for q, answer in enumerate(got):
-        probs, mass = direct[(0, q)]
+        probs, mass, _ = direct[(0, q)]
         assert list(answer.probabilities) == pytest.approx(probs, abs=1e-12)
         assert answer.option_mass == pytest.approx(mass, abs=1e-12)
         # and that is the calibration's formula applied to the raw readout distribution
