@@ -395,6 +395,9 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     import uvicorn
 
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: None)
+    from logitjudge.cli import serve as serve_cli  # serve runs uvicorn.Server through _run_uvicorn
+
+    monkeypatch.setattr(serve_cli, "_run_uvicorn", lambda config, started: None)
     package_logger = logging.getLogger("logitjudge")
     level = package_logger.level  # run_serve sets it from --log-level
     try:

@@ -154,6 +154,9 @@ def serve_main(monkeypatch: pytest.MonkeyPatch, scripted_judge: Judge):
     served: list = []
     monkeypatch.setattr(JudgeClass, "load", classmethod(lambda cls, *a, **kw: scripted_judge))
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(app))
+    from logitjudge.cli import serve as serve_cli  # serve runs uvicorn.Server through _run_uvicorn
+
+    monkeypatch.setattr(serve_cli, "_run_uvicorn", lambda config, started: served.append(config.app))
     for name in ("LOGITJUDGE_API_KEYS", "LOGITJUDGE_API_KEYS_FILE"):
         monkeypatch.delenv(name, raising=False)
     package_logger = logging.getLogger("logitjudge")
