@@ -31,7 +31,7 @@ def client():
 
 def test_chunk_relevance_page_example_over_http(client):
     body = {
-        "evaluators": ["chunk_relevance"],
+        "evaluators": ["chunk_relevance@1"],  # version 1: the page's own question, one request
         "input": "How is Jev priced, and are output tokens billed?",
         "output": "…",
         "context": [
@@ -136,7 +136,9 @@ def test_batch_form_with_summary_and_per_item_missing_field(client):
     assert metrics["pass_rate"]["value"] == 0.0  # scripted p(yes) = 0.2 < 0.5
     assert metrics["accuracy"]["value"] == 1.0
     assert metrics["precision"]["value"] is None and metrics["precision"]["reason"]
-    assert out["usage"]["requests"] == 4  # per item: its request and faithfulness's twin without context
+    # per item: its request, faithfulness's twin without context, each chunk alone and the null chunk
+    # (chunk_relevance and chunk_support v2); context_entity_recall is skipped (no `expected`)
+    assert out["usage"]["requests"] == 4 + 5
 
     body["items"].append({"id": "c", "input": "q"})
     r = client.post(URL, json=body)

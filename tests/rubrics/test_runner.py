@@ -26,16 +26,22 @@ ITEM = {
 
 def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(scripted):
     """One call: the item's one request over its whole state, plus faithfulness's contrast twin
-    (the same question over the state without ``context``)."""
+    (the same question over the state without ``context``), and, for the version 2 evaluators
+    that judge less than the whole item, each chunk alone, a content-free chunk and (entity
+    recall, when an entity is not found verbatim) the context alone."""
     judge = scripted(lambda s, q: [1.0] * len(q.options))
     run = evaluate(judge, [ITEM], ["Everything"])
     calls = judge.engine.calls
     assert len(calls) == 1, "one engine call"
     (requests,) = calls
-    assert len(requests) == 2, "the item's request (one state) and the contrast twin in that call"
-    req, twin = requests
-    # 3 chunks x 2 per-chunk evaluators + 9 single-question evaluators
-    assert len(req.questions) == 3 + 3 + 9
+    req, twin, *others = requests
+    chunk_states = [f"Passage: {c}" for c in ITEM["context"]] + ["Passage: N/A"]
+    assert [r.state for r in others[: len(chunk_states)]] == chunk_states
+    assert all(r.state == {"context": ITEM["context"]} for r in others[len(chunk_states) :])
+    # the single-question evaluators over the whole item (the version 2 ones ask elsewhere)
+    whole_item = [e for e in default_registry().select(["Everything"]) if not e.definition.chunk_state]
+    whole_item = [e for e in whole_item if e.definition.scoring != "entity_recall"]
+    assert len(req.questions) == len(whole_item)
     assert req.state == {
         "input": ITEM["input"],
         "output": ITEM["output"],
@@ -46,11 +52,12 @@ def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(
     assert twin.questions == tuple(faithfulness.questions.values())
     assert twin.state == {k: v for k, v in req.state.items() if k != "context"}
     assert all(r.status == "ok" for r in run.results[0].results.values())
-    assert run.usage.requests == 2
+    assert run.usage.requests == len(requests)
 
 
 def test_question_ids_are_namespaced_and_never_reach_the_engine(scripted):
-    plan = plan_item(Item.model_validate(ITEM), default_registry().select(["RAG"]), strict=True)
+    versions_1 = ["chunk_relevance@1", "chunk_support@1", "RAG"]  # the per-chunk questions over the item
+    plan = plan_item(Item.model_validate(ITEM), default_registry().select(versions_1), strict=True)
     assert list(plan.questions)[:6] == [
         "chunk_relevance.0",
         "chunk_relevance.1",

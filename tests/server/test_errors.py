@@ -359,7 +359,8 @@ def test_a_full_queue_answers_529_overloaded_with_retry_after() -> None:
                 await asyncio.sleep(0.002)
             refused = await c.post("/v1/systemone", json=BODY)
             item = {"input": "Refund?", "output": "Yes.", "context": ["Refunds: 30 days."]}
-            refused_eval = await c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance"], **item})
+            # version 1: one engine request per item (version 2 sends one per chunk and a null chunk)
+            refused_eval = await c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance@1"], **item})
             engine.gate.set()
             metrics = await c.get("/metrics")
             return [await running, await waiting, refused, refused_eval, metrics]
@@ -459,12 +460,12 @@ def test_evaluate_items_strings_and_chunk_questions_are_limited(scripted_judge: 
     app = create_app(scripted_judge, max_items=2, max_text_chars=50, max_questions=3)
     item = {"input": "What is the refund window?", "output": "30 days.", "context": ["Refunds: 30 days."]}
     with TestClient(app) as c:
-        ok = c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance"], "items": [item, item]})
+        ok = c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance@1"], "items": [item, item]})
         assert ok.status_code == 200, ok.text
-        three = {"evaluators": ["chunk_relevance"], "items": [item] * 3}
+        three = {"evaluators": ["chunk_relevance@1"], "items": [item] * 3}
         assert_limit(c.post("/api/v1/evaluate", json=three), ["body", "items"], "max_items", 2)
         long_chunk = {
-            "evaluators": ["chunk_relevance"],
+            "evaluators": ["chunk_relevance@1"],
             "items": [item, {**item, "context": ["ok", "z" * 51]}],
         }
         assert_limit(
@@ -473,9 +474,9 @@ def test_evaluate_items_strings_and_chunk_questions_are_limited(scripted_judge: 
             "max_text_chars",
             50,
         )
-        flat = {"evaluators": ["chunk_relevance"], **item, "output": "o" * 51}
+        flat = {"evaluators": ["chunk_relevance@1"], **item, "output": "o" * 51}
         assert_limit(c.post("/api/v1/evaluate", json=flat), ["body", "output"], "max_text_chars", 50)
-        chunks = {"evaluators": ["chunk_relevance"], **item, "context": [f"chunk {i}" for i in range(4)]}
+        chunks = {"evaluators": ["chunk_relevance@1"], **item, "context": [f"chunk {i}" for i in range(4)]}
         assert_limit(c.post("/api/v1/evaluate", json=chunks), ["body", "context"], "max_questions", 3)
 
 
