@@ -21,7 +21,7 @@ LOW_OPTION_MASS = 0.05  # logitjudge.settings.LOW_OPTION_MASS (checked below)
 def test_each_result_carries_the_lowest_option_mass_of_its_answers():
     reg = default_registry()
     item = to_item({"id": "i", "input": "q", "output": "a", "context": ["c0", "c1"]})
-    plan = plan_item(item, reg.select(["chunk_relevance", "faithfulness"]), strict=False)
+    plan = plan_item(item, reg.select(["chunk_relevance@1", "faithfulness"]), strict=False)
     masses = {"chunk_relevance": [0.3, 0.002], "faithfulness": [0.6]}
     by_id = {}
     for sel, qids in plan.owners:

@@ -26,8 +26,9 @@ FULL = {
 
 
 def _one(judge, item, name, **kw):
+    """``name`` may pin a version (``chunk_relevance@1``: the page's question, scored as version 1)."""
     run = evaluate(judge, [item], [name], **kw)
-    return run.results[0].results[name]
+    return run.results[0].results[name.split("@")[0]]
 
 
 # -- the pages' worked examples ------------------------------------------------------------------
@@ -54,7 +55,7 @@ def test_chunk_relevance_page_example_precision_2_of_4(scripted):
         i = next(i for i in range(4) if f"`context[{i}]`" in q.instructions)
         return [p_yes[i], 1 - p_yes[i]]
 
-    r = _one(scripted(script), item, "chunk_relevance")
+    r = _one(scripted(script), item, "chunk_relevance@1")
     assert asked == [
         f"`context[{i}]` contains information that helps answer `input` (or supports `expected` if present). "
         "Judge this chunk on its own."
@@ -91,7 +92,7 @@ def test_chunk_support_page_example(scripted):
         i = next(i for i in range(3) if f"`context[{i}]`" in q.instructions)
         return dist[i]
 
-    r = _one(scripted(script), item, "chunk_support")
+    r = _one(scripted(script), item, "chunk_support@1")
     assert [d.label for d in r.details] == ["supports", "unrelated", "contradicts"]
     assert r.score == 0.0  # max(0, (1 - 1) / 3)
     assert r.passed is False  # a single contradiction fails the check
@@ -108,12 +109,12 @@ def test_chunk_support_page_example(scripted):
 def test_chunk_support_score_clips_at_zero_and_passes_without_contradiction(scripted):
     item = {"output": "o", "context": ["a", "b", "c", "d"]}
     labels = {0: [0.1, 0.8, 0.1], 1: [0.1, 0.8, 0.1], 2: [0.8, 0.1, 0.1], 3: [0.1, 0.1, 0.8]}
-    r = _one(scripted(lambda s, q: labels[int(q.instructions.split("[")[1][0])]), item, "chunk_support")
+    r = _one(scripted(lambda s, q: labels[int(q.instructions.split("[")[1][0])]), item, "chunk_support@1")
     assert r.score == 0.0 and r.passed is False  # (1 - 2)/4 < 0 -> 0
     r2 = _one(
         scripted(lambda s, q: [0.1, 0.1, 0.8] if "[0]" in q.instructions else [0.6, 0.2, 0.2]),
         item,
-        "chunk_support",
+        "chunk_support@1",
     )
     assert r2.score == 0.75 and r2.passed is True  # (3 - 0)/4
 
@@ -143,7 +144,7 @@ def test_context_entity_recall_page_example(scripted):
         "context": ["Price: $42 per billion input tokens ($0.042 per million). Output tokens are free."],
         "output": "…",
     }
-    r = _one(scripted(lambda s, q: [0.0, 0.0, 0.05, 0.95]), item, "context_entity_recall")
+    r = _one(scripted(lambda s, q: [0.0, 0.0, 0.05, 0.95]), item, "context_entity_recall@1")
     assert r.label == "2.9 / 3"  # 2.95 floored to one decimal, as the page shows
     assert r.confidence == pytest.approx(0.95)
     assert r.score == pytest.approx(2.95 / 3)
@@ -155,7 +156,7 @@ def test_context_entity_recall_page_example(scripted):
 NOUL_EVALUATORS = ["possible"]  # faithfulness (contrast): test_faithfulness_scores_the_contrast
 RUBRIC_EVALUATORS = [
     "answer_relevancy",
-    "context_entity_recall",
+    "context_entity_recall@1",  # version 2 counts entities (test_v2_evaluators.py)
     "answer_correctness",
     "context_recall",
     "context_relevancy",
@@ -214,14 +215,14 @@ def test_rubric_evaluators(scripted, name):
 
     r = _one(scripted(script), FULL, name)
     (q,) = seen
-    defn = default_registry().get(name)
+    defn = default_registry().versions[name] if "@" in name else default_registry().get(name)
     assert q.type == "score" and [o.description for o in q.options] == list(defn.levels)
     # E = 0.2 + 0.6 + 1.2 = 2.0 -> 2/3; mode 3, spread = 0.1*3 + 0.2*2 + 0.3*1 = 1.0, D = 1 -> 0
     assert r.score == pytest.approx(2 / 3)
     assert r.label == "2.0 / 3"
     assert r.confidence == pytest.approx(0.0)
     assert r.passed is False
-    assert _one(scripted(script), FULL, name, thresholds={name: 0.6}).passed is True
+    assert _one(scripted(script), FULL, name, thresholds={name.split("@")[0]: 0.6}).passed is True
 
 
 def test_threshold_boundary_is_inclusive(scripted):
@@ -308,7 +309,7 @@ def test_score_answers_reads_typed_answers_with_their_questions():
     """Choice, expected level and confidence come from the probabilities and the question's options
     (spec A.7), as ``POST /v1/systemone`` computes them; no wire dict is read."""
     reg = default_registry()
-    support = reg.get("chunk_support")
+    support = reg.versions["chunk_support@1"]
     choice = Question("choice", "?", tuple(Option(o.name, o.description) for o in support.options or ()))
     names = [o.name for o in choice.options]
     probs = {"supports": 0.3, "contradicts": 0.6, "unrelated": 0.1}

@@ -75,7 +75,7 @@ def test_serve_warns_and_counts_answers_with_low_option_mass(caplog: pytest.LogC
         answers = r.json()["answers"]
         assert answers["refund"]["x_option_mass"] == 0.0019 and answers["anger"]["x_option_mass"] == 1.0
         item = {"input": "Refund?", "output": f"LOWMASS {MARKER}", "context": ["Refunds take 30 days."]}
-        ev = c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance"], **item}, headers=auth)
+        ev = c.post("/api/v1/evaluate", json={"evaluators": ["chunk_relevance@1"], **item}, headers=auth)
         assert ev.status_code == 200, ev.text
         metrics = c.get("/metrics").text
 
