@@ -182,20 +182,19 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
     if defn.chunk_state:
         text = quote_fields(defn.template or "", item)
         null_chunk = defn.likelihood.null_chunk if defn.likelihood else "N/A"
-        units = [*((chunk_group(i), chunk_state(c), str(i)) for i, c in enumerate(item.chunks()))]
+        units = [(chunk_group(i), chunk_state(c), str(i)) for i, c in enumerate(item.chunks())]
         if defn.scoring in ("chunk_evidence", "chunk_probes"):
             units.append((NULL_GROUP, chunk_state(null_chunk), "null"))
-        for key, chunk_text_state, tag in units:
-            state = chunk_text_state
+        for key, passage, tag in units:
             if defn.scoring == "chunk_probes":
                 for probe, template in (defn.probes or {}).items():
-                    add(key, state, f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
+                    add(key, passage, f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
                 continue
-            add(key, state, f"{name}.{tag}", _noul(text, crit.true if crit else None, crit.false if crit else None))
+            add(key, passage, f"{name}.{tag}", _noul(text, crit.true if crit else None, crit.false if crit else None))
             if defn.likelihood is not None:
                 scored = render_text(getattr(item, defn.likelihood.text))
                 q = Question("continuation", defn.likelihood.instructions, (Option(scored),), calibrated=False)
-                add(key, state, f"{name}.{tag}.lik", q)
+                add(key, passage, f"{name}.{tag}.lik", q)
         return groups
     fields = defn.state_fields or ()
     state = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields if item.has(f)}
