@@ -1,4 +1,4 @@
-"""``logitjudge serve --backend vllm`` as a user starts it: the README's curl and SDK examples,
+"""``logitjudge serve --backend vllm`` as a user starts it: the server guide's curl and SDK examples,
 the 413 budget, concurrent requests handed to vLLM at once, and jevcompat (every MUST and every
 SHOULD it tests without a key; auth is the middleware's, the same on both backends).
 
@@ -27,7 +27,7 @@ from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES
 
 KV_CACHE_GIB = 1  # GiB, as the session engine (conftest)
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SERVER_GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "server.md"
 LOGITJUDGE = Path(sys.executable).with_name("logitjudge")
 
 
@@ -67,9 +67,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 proc.wait()
 
 
-def _readme_block(start: str) -> str:
-    """The README's fenced block that begins with ``start``."""
-    blocks = re.findall(r"```[a-z]*\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+def _guide_block(start: str) -> str:
+    """The server guide's fenced block that begins with ``start`` (the README links to it)."""
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", SERVER_GUIDE.read_text(encoding="utf-8"), flags=re.S)
     return next(b for b in blocks if b.startswith(start))
 
 
@@ -79,16 +79,16 @@ def test_healthz_names_the_backend_and_its_concurrency(served: str) -> None:
     assert health["batching"]["max_concurrent_batches"] == VLLM_CONCURRENT_BATCHES
 
 
-def test_the_readme_curl_example(served: str) -> None:
-    command = _readme_block("curl ").replace("http://127.0.0.1:8000", served)
+def test_the_guide_curl_example(served: str) -> None:
+    command = _guide_block("curl ").replace("http://127.0.0.1:8000", served)
     out = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=300, check=True).stdout
     data = json.loads(out)
     assert set(data["answers"]) == {"refund", "team", "anger"}
     assert data["answers"]["team"]["choice"] in ("Billing", "Shipping")
 
 
-def test_the_readme_sdk_example(served: str) -> None:
-    code = _readme_block("from typesafe_sdk import").replace("http://127.0.0.1:8000", served)
+def test_the_guide_sdk_example(served: str) -> None:
+    code = _guide_block("from typesafe_sdk import").replace("http://127.0.0.1:8000", served)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     noul, choice, score = shlex.split(out.stdout)
