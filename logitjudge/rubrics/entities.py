@@ -19,6 +19,11 @@ Matching (:func:`find_in`): both texts are normalised (Unicode NFKD without acce
 folded, thousands separators removed, every other non-alphanumeric character a space) and the
 entity must occur as whole words.
 
+Checking (:func:`check_entities`): an entity found verbatim is present; an entity that holds a
+digit cannot be present in a context that states no number at all (no digit and no number word
+such as "third", "dozen" or "million"), so the model is not asked about it; every other entity
+is left to the model.
+
 These rules are the RAGAS ``context_entity_recall`` protocol (Es et al. 2024) with rule-based
 extraction in place of an LLM's, and the model in place of exact matching for what differs in
 form.
@@ -28,8 +33,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["entities_of", "find_in", "normalise"]
+__all__ = ["EntityCheck", "check_entities", "entities_of", "find_in", "has_number", "normalise"]
 
 _MONTHS = (
     "January|February|March|April|May|June|July|August|September|October|November|December|"
@@ -83,6 +90,52 @@ def find_in(entity: str, context: str) -> bool:
     """True when ``entity`` occurs in ``context`` as whole words after :func:`normalise`."""
     needle = normalise(entity)
     return bool(needle.strip()) and needle in normalise(context)
+
+
+_NUMBER_WORDS = re.compile(
+    r"\b(?:zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+    r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
+    r"ninety|hundred|thousand|million|billion|trillion|dozen|half|quarter|first|second|third|"
+    r"fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|once|twice|single|double|"
+    r"triple|score)s?\b",
+    re.IGNORECASE,
+)
+
+
+def has_number(text: str) -> bool:
+    """True when ``text`` states a number: a digit, or an English number word ("third", "dozen",
+    "million", ...; :data:`_NUMBER_WORDS`)."""
+    return any(ch.isdigit() for ch in text) or bool(_NUMBER_WORDS.search(text))
+
+
+@dataclass(frozen=True)
+class EntityCheck:
+    """What the rules settle about one entity of the reference.
+
+    Attributes:
+        entity: the entity as written in the reference.
+        status: ``"verbatim"`` (found after :func:`normalise`: present), ``"no number"`` (it
+            holds a digit and the context states no number: absent) or ``"ask"`` (the model
+            decides).
+    """
+
+    entity: str
+    status: Literal["verbatim", "no number", "ask"]
+
+
+def check_entities(reference: str, context: str) -> list[EntityCheck]:
+    """The entities of ``reference`` (:func:`entities_of`), each with what the rules settle
+    against ``context`` (the module docstring's "Checking")."""
+    numbered = has_number(context)
+    out = []
+    for entity in entities_of(reference):
+        if find_in(entity, context):
+            out.append(EntityCheck(entity, "verbatim"))
+        elif any(ch.isdigit() for ch in entity) and not numbered:
+            out.append(EntityCheck(entity, "no number"))
+        else:
+            out.append(EntityCheck(entity, "ask"))
+    return out
 
 
 def _is_entity_token(tok: str) -> bool:

@@ -24,6 +24,7 @@ from logitjudge.convert import question_to_engine
 from logitjudge.engine.prompt import render_text
 from logitjudge.engine.types import Option, Question
 from logitjudge.rubrics.definitions import EvaluatorDef
+from logitjudge.rubrics.entities import EntityCheck, check_entities
 from logitjudge.rubrics.items import parse_typed_question
 
 __all__ = [
@@ -149,6 +150,14 @@ Group = tuple[Any, dict[str, Question]]
 """A group's state and its questions by namespaced id."""
 
 
+def entity_checks(item: Item) -> list[EntityCheck]:
+    """The entities of the item's ``expected`` and what the rules settle about each against its
+    chunks (:func:`logitjudge.rubrics.entities.check_entities`); the one place both the
+    questions and the scoring read them from."""
+    context = " \n".join(render_text(c) for c in item.chunks())
+    return check_entities(render_text(item.expected), context)
+
+
 def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
     """``{group key: (state, {namespaced id: question})}`` for an evaluator whose questions are
     not asked over the whole item (``chunk_state``, ``state_fields`` or ``entity_recall``).
@@ -169,14 +178,11 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
     name = defn.name
     crit = defn.criteria
     if defn.scoring == "entity_recall":
-        from logitjudge.rubrics.entities import entities_of, find_in
-
         fields = defn.state_fields or ("context",)
         state: Any = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields}
-        context = " \n".join(render_text(c) for c in item.chunks())
-        for k, entity in enumerate(entities_of(render_text(item.expected))):
-            if not find_in(entity, context):
-                text = (defn.entity_template or "").replace("{entity}", json.dumps(entity, ensure_ascii=False))
+        for k, check in enumerate(entity_checks(item)):
+            if check.status == "ask":
+                text = (defn.entity_template or "").replace("{entity}", json.dumps(check.entity, ensure_ascii=False))
                 add(fields_group(fields), state, f"{name}.e{k}", _noul(text))
         return groups
     if defn.chunk_state:

@@ -41,6 +41,7 @@ from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness, noul_distribution
 from logitjudge.engine.types import Answer, Question
 from logitjudge.rubrics.definitions import EvaluatorDef
+from logitjudge.rubrics.entities import EntityCheck
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
@@ -603,16 +604,13 @@ def count_distribution(ps: Sequence[float]) -> list[float]:
 
 
 def score_entity_recall(
-    defn: EvaluatorDef,
-    answers: Mapping[str, Answered],
-    threshold: float,
-    entities: Sequence[str],
-    found: Sequence[bool],
+    defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float, checks: Sequence[EntityCheck]
 ) -> EvaluatorResult:
-    """Entities of ``expected`` (:func:`logitjudge.rubrics.entities.entities_of`): one found
-    verbatim in the context is present (p = 1); otherwise p = P(yes) of the model's question
-    "does the context mention it, or the same thing written another way?", and the entity counts
-    as present when p >= 0.5 (the model's verdict).
+    """Entities of ``expected`` and what the rules settle about each
+    (:func:`logitjudge.rubrics.entities.check_entities`): one found verbatim in the context is
+    present (p = 1); one holding a digit where the context states no number is absent (p = 0);
+    otherwise p = P(yes) of the model's question "does the context mention it, or the same thing
+    written another way?", and the entity counts as present when p >= 0.5 (the model's verdict).
 
     The level is that of the verdicts: k present of N maps to the page's level
     (:func:`level_of_share`); score = level / top, ``label`` "L.0 / top", passed when score >=
@@ -622,15 +620,20 @@ def score_entity_recall(
     (The verdicts, not the expected level, carry the score: the model's P(yes) for an entity it
     cannot find sits near 0.3-0.45, and summing such near-misses over several entities made an
     absent set of entities look "a few present".) ``details``: one per entity (label
-    ``"<entity>": verbatim`` or its "nn% yes").
+    ``"<entity>": verbatim``, ``"<entity>": no number in the context`` or its "nn% yes").
     """
     name = defn.name
     top = defn.top_level
     ps, details = [], []
-    for k, (entity, hit) in enumerate(zip(entities, found, strict=True)):
-        p = 1.0 if hit else answers[f"{name}.e{k}"].p_yes()
+    for k, check in enumerate(checks):
+        if check.status == "ask":
+            p = answers[f"{name}.e{k}"].p_yes()
+            how = percent_label(p)
+        else:
+            p = 1.0 if check.status == "verbatim" else 0.0
+            how = "verbatim" if check.status == "verbatim" else "no number in the context"
         ps.append(p)
-        label = f"{json.dumps(entity, ensure_ascii=False)}: " + ("verbatim" if hit else percent_label(p))
+        label = f"{json.dumps(check.entity, ensure_ascii=False)}: {how}"
         details.append(
             ChunkDetail(index=k, label=label, score=p, probability=p, confidence=decisiveness(p), passed=p >= 0.5)
         )
@@ -672,11 +675,9 @@ def score_groups(
         return score_chunk_evidence(defn, answers, limit, len(item.chunks()))
     if defn.scoring == "chunk_probes":
         return score_chunk_probes(defn, answers, limit, len(item.chunks()))
-    from logitjudge.engine.prompt import render_text
-    from logitjudge.rubrics.entities import entities_of, find_in
+    from logitjudge.rubrics.questions import entity_checks
 
-    entities = entities_of(render_text(item.expected))
-    if not entities:
+    checks = entity_checks(item)
+    if not checks:
         return skipped(defn, "no entity (name, number, date or quoted term) found in `expected`")
-    context = " \n".join(render_text(c) for c in item.chunks())
-    return score_entity_recall(defn, answers, limit, entities, [find_in(e, context) for e in entities])
+    return score_entity_recall(defn, answers, limit, checks)

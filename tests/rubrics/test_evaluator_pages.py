@@ -129,16 +129,14 @@ def test_context_entity_recall_page(main_judge):
     assert res.label == "3.0 / 3" and res.passed is True
 
 
-@pytest.mark.xfail(
-    strict=True, reason=f"the model answers 52% yes that 'Output tokens are free.' mentions $0.042; {KNOWN_GAP}"
-)
 def test_context_entity_recall_a_context_without_the_price_fails(main_judge):
     item = {
         "expected": "$0.042 per million input tokens; output tokens are free.",
         "context": ["Output tokens are free."],
     }
     low = _one(main_judge, item, "context_entity_recall")
-    assert low.passed is False
+    assert low.passed is False and low.label == "0.0 / 3"
+    assert [d.label for d in low.details] == ['"$0.042": no number in the context']
 
 
 def test_context_entity_recall_counts_an_entity_written_differently(main_judge):

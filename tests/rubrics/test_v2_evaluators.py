@@ -13,7 +13,7 @@ import pytest
 
 from logitjudge.contract.evaluate import Item
 from logitjudge.rubrics import evaluate
-from logitjudge.rubrics.entities import entities_of, find_in, normalise
+from logitjudge.rubrics.entities import check_entities, entities_of, find_in, has_number, normalise
 from logitjudge.rubrics.questions import build_groups, chunk_group
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import plan_item
@@ -95,6 +95,15 @@ def test_find_in_normalises_case_accents_and_thousands_but_needs_whole_words():
     assert not find_in("Winner", "the winners were")
     assert not find_in("0.042", "0 042")
     assert normalise("A-b") == " a b "
+
+
+def test_a_number_cannot_be_present_where_the_context_states_none():
+    assert has_number("in the third quarter") and has_number("sold 12 copies") and not has_number("It is free.")
+    checks = check_entities("$0.042 per million input tokens; Jev is free.", "Output tokens are free.")
+    assert [(c.entity, c.status) for c in checks] == [("$0.042", "no number"), ("Jev", "ask")]
+    # a context with a number word leaves the numbered entity to the model (Q3 / third quarter)
+    assert [c.status for c in check_entities("It grew in Q3.", "It grew in the third quarter.")] == ["ask"]
+    assert [c.status for c in check_entities("It grew in Q3.", "Revenue grew in Q3 2024.")] == ["verbatim"]
 
 
 def test_levels_from_the_share_present():
