@@ -1,10 +1,11 @@
 # logitjudge: the two commands of the README's quick start, and the developer checks.
 #   make demo   bare machine -> .venv, install, the main model (Qwen2.5-Coder-1.5B, ~1.1 GB), then the main job on real input
-#   make test   bare machine -> .venv and .venv-vllm, install, the whole test suite (tests/vllm in .venv-vllm)
+#   make test   bare machine -> .venv, .venv-vllm and .venv-harness, install, the whole test suite (tests/vllm in .venv-vllm)
 #   make check  what CI runs: format, lint, spelling, types, docs, then `make test`
 #   make bench  the speed benchmark (benchmarks/speed/speed_limit.py: auto, warm state, plain forward, naive)
 #   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
 #   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/speed/peers.py
+#   make harness-env   .venv-harness: jevbench, sys1bench and krite-bench (benchmarks/harnesses/run_harnesses.py)
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
 # `torch` requirement can pull a multi-GB CUDA build. Override with `make TORCH_SPEC=torch ...`.
 
@@ -30,12 +31,18 @@ PEER_VENV   ?= .venv-any2jev
 PEER_PY     := $(PEER_VENV)/bin/python
 PEER_SPEC   ?= any2jev[serve]==0.1.0
 PEER_STAMP  := $(PEER_VENV)/.installed
+# Third-party System One harnesses (requirements/harness.txt): benchmarks/harnesses/run_harnesses.py
+# drives them against `logitjudge serve`, tests/server/test_harnesses.py runs a few of their checks.
+# They pin other numpy/pandas/huggingface-hub versions than .venv, so they get their own venv.
+HARNESS_VENV  ?= .venv-harness
+HARNESS_PY    := $(HARNESS_VENV)/bin/python
+HARNESS_STAMP := $(HARNESS_VENV)/.installed
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install vllm-env peer-env demo test check bench clean
+.PHONY: install vllm-env peer-env harness-env demo test check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -78,6 +85,15 @@ $(PEER_STAMP):
 # peers.py itself runs in .venv (it resolves the model through logitjudge): both environments
 peer-env: $(STAMP) $(PEER_STAMP)
 
+$(HARNESS_STAMP): requirements/harness.txt
+	$(PYTHON) -m venv $(HARNESS_VENV)
+	$(HARNESS_PY) -m pip install --quiet --upgrade pip
+	$(HARNESS_PY) -m pip install --quiet -r requirements/harness.txt
+	touch $(HARNESS_STAMP)
+
+# run_harnesses.py itself runs in .venv (it starts `logitjudge serve`): both environments
+harness-env: $(STAMP) $(HARNESS_STAMP)
+
 demo: $(MAIN_STAMP)
 	$(VENV)/bin/logitjudge ask examples/support_ticket.json --pretty
 	$(PY) examples/compare_gold.py examples/support_ticket.json examples/support_ticket.gold.json
@@ -85,14 +101,15 @@ demo: $(MAIN_STAMP)
 	$(VENV)/bin/logitjudge evaluate examples/rag_sample.jsonl --evaluators RAG --out out/rag_sample.results.jsonl --report out/rag_sample.html
 
 # the main suite in .venv, then the vLLM backend's tests in .venv-vllm (LOGITJUDGE_TEST_VLLM=1:
-# a missing vLLM fails them instead of skipping)
-test: $(MAIN_STAMP) $(VLLM_STAMP)
-	$(PY) -m pytest -q --ignore=tests/vllm
+# a missing vLLM fails them instead of skipping; LOGITJUDGE_TEST_HARNESSES=1: the same for
+# .venv-harness, which tests/server/test_harnesses.py drives)
+test: $(MAIN_STAMP) $(VLLM_STAMP) $(HARNESS_STAMP)
+	LOGITJUDGE_TEST_HARNESSES=1 $(PY) -m pytest -q --ignore=tests/vllm
 	LOGITJUDGE_TEST_VLLM=1 $(VLLM_PY) -m pytest -q tests/vllm
 
 # what CI runs (.ci/run): format, lint and spelling of the whole repository, types of the package,
 # the documentation (links, generated reference pages, wording), then the README's test command
-check: $(MAIN_STAMP) $(VLLM_STAMP)
+check: $(MAIN_STAMP) $(VLLM_STAMP) $(HARNESS_STAMP)
 	$(PIP) install --quiet -r requirements/dev.txt
 	$(PY) -m ruff format --check .
 	$(PY) -m ruff check .
@@ -107,4 +124,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/speed/speed_limit.py --threads 2 --shapes 266x6,2000x16,2000x4,2000x64 --repeats 2 --naive-max-tokens 10000
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(PEER_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(PEER_VENV) $(HARNESS_VENV) .pytest_cache

@@ -249,7 +249,7 @@ class Judge:
             out[i] = (
                 res
                 if isinstance(res, LogitJudgeError)
-                else self.to_response(req, res).model_dump(mode="json", exclude_none=True)
+                else self.to_response(req, res).to_wire(strict=bool(req.x_strict_wire))
             )
         return out
 

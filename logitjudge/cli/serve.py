@@ -6,6 +6,7 @@
     LOGITJUDGE_API_KEYS=k1,k2 logitjudge serve         # keys from the environment
     logitjudge serve --api-keys-file /etc/logitjudge/keys   # one key per line (also LOGITJUDGE_API_KEYS_FILE)
     logitjudge serve --model ./my-model --port 9000 --api-key KEY1   # works, but see below
+    logitjudge serve --strict-wire                     # answers without x_ fields (closed-schema clients)
 
 A key given with ``--api-key`` is on the command line, which every user of the machine can read
 (``ps``, ``/proc/<pid>/cmdline``), so the server logs a WARNING at start when keys came that way;
@@ -132,6 +133,13 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=ServerConfig.drain_timeout,
         help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default %(default)g)",
     )
+    p.add_argument(
+        "--strict-wire",
+        action="store_true",
+        default=ServerConfig.strict_wire,
+        help="answer without any x_ extension field (x_option_mass, ...), for clients that validate "
+        "responses against a closed schema; a request's x_strict_wire overrides it either way (default: off)",
+    )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(p)  # the one set of model flags (and loader) of every subcommand
     p.set_defaults(func=run_serve)
@@ -208,6 +216,7 @@ def run_serve(args: argparse.Namespace) -> int:
         "max_questions": args.max_questions,
         "max_items": args.max_items,
         "max_text_chars": args.max_text_chars,
+        "strict_wire": args.strict_wire,
     }
     try:
         ServerConfig(api_keys=keys, **server_options)
@@ -232,14 +241,16 @@ def run_serve(args: argparse.Namespace) -> int:
         max_questions=args.max_questions,
         max_items=args.max_items,
         max_text_chars=args.max_text_chars,
+        strict_wire=args.strict_wire,
     )
     # Never log the keys themselves, only how many there are.
     logger.info(
-        "serving %s on http://%s:%d (auth %s); the model loaded and self-checked in %.1f s",
+        "serving %s on http://%s:%d (auth %s%s); the model loaded and self-checked in %.1f s",
         judge.model_name,
         args.host,
         args.port,
         f"on, {len(keys)} key(s)" if keys else "off",
+        ", strict wire: no x_ fields" if args.strict_wire else "",
         time.monotonic() - loading,
     )
     # SIGTERM / Ctrl-C: uvicorn stops accepting, finishes open requests, the app drains its queue,

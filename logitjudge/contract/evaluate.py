@@ -9,7 +9,8 @@
   shift every chunk index after it.
 - Result records (spec B.3, B.8): per evaluator, per item, per run. All numbers are finite; a
   value that cannot be determined is ``null`` and ``reason`` says why (never NaN). Extension
-  fields are ``x_``-prefixed, as on the System One wire (R6).
+  fields are ``x_``-prefixed, as on the System One wire (R6); the strict wire leaves them out
+  (:mod:`logitjudge.contract.extensions`).
 - The route's 200 bodies: :class:`EvaluateResponse` (the flat form: ``model`` plus the item's
   result) and :class:`EvaluateBatchResponse` (the batch form). Per item and per evaluator the
   route leaves ``null`` fields out (``exclude_none``); the summary's metrics keep theirs.
@@ -18,7 +19,7 @@
 from __future__ import annotations
 
 import unicodedata
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -159,6 +160,10 @@ class ChunkDetail(_Out):
 
 class EvaluatorResult(_Out):
     """The result of one evaluator on one item (spec B.3)."""
+
+    wire_answer_fields: ClassVar[tuple[str, ...]] = ("answer",)
+    """Free-form fields that hold a System One answer (the strict wire drops their ``x_`` keys:
+    :func:`~logitjudge.contract.extensions.strict_dump`)."""
 
     name: str
     version: str

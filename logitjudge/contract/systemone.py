@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from logitjudge.contract.extensions import strict_dump
 from logitjudge.engine.types import MAX_CHOICE_OPTIONS, MAX_SCORE_LEVELS
 
 logger = logging.getLogger("logitjudge.wire")
@@ -127,13 +128,20 @@ Question = Annotated[Union[NoulQuestion, ChoiceQuestion, ScoreQuestion], Field(d
 class SystemOneRequest(_Lenient):
     """Body of ``POST /v1/systemone``.
 
-    ``x_rotations`` (optional extension): option-order rotations for choice/score questions.
+    Optional extensions: ``x_rotations``, option-order rotations for choice/score questions;
+    ``x_strict_wire``, ``true`` for an answer without any ``x_`` field (``false``: with them; absent:
+    the server's ``--strict-wire`` setting decides).
     """
 
     model: str
     state: Text
     questions: Annotated[dict[QuestionId, Question], Field(min_length=1)]
     x_rotations: Annotated[int, Field(ge=1, le=16)] | None = None
+    x_strict_wire: bool | None = Field(
+        default=None,
+        description="extension: true = the response carries no `x_` field (for clients that validate "
+        "against a closed schema); false = it carries them; absent = the server's setting (`--strict-wire`)",
+    )
 
 
 class NoulAnswer(BaseModel):
@@ -181,6 +189,11 @@ class SystemOneResponse(BaseModel):
     model: str
     answers: dict[str, Answer]
     usage: Usage
+
+    def to_wire(self, *, strict: bool = False) -> dict[str, Any]:
+        """The JSON body: null fields left out; with ``strict``, every ``x_`` field too
+        (:func:`~logitjudge.contract.extensions.strict_dump`)."""
+        return strict_dump(self) if strict else self.model_dump(mode="json", exclude_none=True)
 
 
 class ModelMetadata(BaseModel):

@@ -99,6 +99,7 @@ async def healthz(state: State) -> JSONResponse:
         },
         "engine": describe(state.judge),
         "auth": bool(config.api_keys),
+        "strict_wire": config.strict_wire,
         "version": __version__,
     }
     return JSONResponse(body, status_code=DRAINING_STATUS if scheduler.closing else 200)
@@ -146,6 +147,7 @@ def create_app(
     max_questions: int = ServerConfig.max_questions,
     max_items: int = ServerConfig.max_items,
     max_text_chars: int = ServerConfig.max_text_chars,
+    strict_wire: bool = ServerConfig.strict_wire,
     registry: CollectorRegistry | None = None,
 ) -> FastAPI:
     """Build the ASGI app serving ``judge`` (see :class:`ServerConfig` for the limits).
@@ -155,6 +157,8 @@ def create_app(
         max_batch_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
             device (see :data:`CPU_BATCHING` and :data:`ACCELERATOR_BATCHING`).
         max_concurrent_batches: ``None`` = :func:`default_concurrency` for the judge's backend.
+        strict_wire: answer without any ``x_`` field unless a request sends ``x_strict_wire: false``
+            (:attr:`ServerConfig.strict_wire`).
         registry: the Prometheus registry to fill (default: a new one per app).
 
     The routes reach the app through ``app.state.server``, a
@@ -175,6 +179,7 @@ def create_app(
         max_questions=max_questions,
         max_items=max_items,
         max_text_chars=max_text_chars,
+        strict_wire=strict_wire,
     )
     metrics = ServerMetrics(registry)
     metrics.watch_engine(getattr(judge, "counters", None))

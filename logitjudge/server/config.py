@@ -1,8 +1,8 @@
 """The server's typed config: one set of defaults for ``create_app`` and ``logitjudge serve``.
 
 :class:`ServerConfig` extends the scheduler's :class:`~logitjudge.engine.config.SchedulerConfig`
-(queue and batching) with the server's own switches: API keys, body size, drain timeout and the
-per-request limits of :class:`~logitjudge.server.limits.RequestLimits`. ``create_app``'s keyword
+(queue and batching) with the server's own switches: API keys, body size, drain timeout, the
+per-request limits of :class:`~logitjudge.server.limits.RequestLimits` and the strict wire. ``create_app``'s keyword
 defaults and the ``serve`` flags' defaults and help are read from here, so each default is
 written once (``tests/engine/test_config.py`` checks the flags).
 
@@ -64,6 +64,10 @@ class ServerConfig(SchedulerConfig):
 
     max_text_chars: int = RequestLimits.max_text_chars
     """Characters in any one string of a request; more gets 422."""
+
+    strict_wire: bool = False
+    """Answer without any ``x_`` extension field (``x_option_mass``, ...), for clients that validate
+    responses against a closed schema; a request's ``x_strict_wire`` overrides it either way."""
 
     @property
     def limits(self) -> RequestLimits:

@@ -24,6 +24,9 @@ with a did-you-mean; an evaluator named explicitly whose field is missing -> ``l
 suite it is ``skipped`` with a reason instead. An unknown model -> 400; over the token budget ->
 413 in the flat form, a per-item ``error`` result in a batch.
 
+With ``x_strict_wire: true`` in the body, or on a server started with ``--strict-wire``, the
+response carries no ``x_`` field (:func:`~logitjudge.contract.extensions.strict_dump`).
+
 This module imports no torch.
 """
 
@@ -43,6 +46,7 @@ from logitjudge.contract.evaluate import (
     Item,
     ItemResult,
 )
+from logitjudge.contract.extensions import strict_dump
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
@@ -87,6 +91,11 @@ class EvaluateRequest(Item):
         default="none",
         description="extension, batch form only: `batch` divides each typed choice/score question's prior "
         f"(its mean answer over the items asking it, at least {MIN_BATCH}) out of its answers (batch calibration)",
+    )
+    x_strict_wire: bool | None = Field(
+        default=None,
+        description="extension: true = the response carries no `x_` field (for clients that validate "
+        "against a closed schema); false = it carries them; absent = the server's setting (`--strict-wire`)",
     )
 
 
@@ -185,6 +194,11 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     # tests/server/test_evaluate_response_models.py validates real responses against it.
     plans, batch = _plan(body, state)
     thresholds = dict(body.thresholds or {})
+    strict = state.strict_wire(body.x_strict_wire)
+
+    def dump(result: ItemResult) -> dict[str, Any]:
+        return strict_dump(result) if strict else result.model_dump(mode="json", exclude_none=True)
+
     if not batch:
         (plan,) = plans
         try:
@@ -192,8 +206,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
         result = finish_plan(plan, responses, thresholds, scalings=state.judge.evaluator_scalings)
-        out = result.model_dump(mode="json", exclude_none=True)
-        return JSONResponse({"model": state.judge.model_name, **out}, headers={"cache-control": "no-store"})
+        return JSONResponse({"model": state.judge.model_name, **dump(result)}, headers={"cache-control": "no-store"})
 
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
     scalings = state.judge.evaluator_scalings
@@ -210,7 +223,8 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     extra: dict[str, Any] = {}
     if body.x_debias == "batch":
         answered, counts = debiased(answered)
-        extra["x_debias"] = {"mode": "batch", **counts}
+        if not strict:  # the adjustment is made either way; only its report is an extension
+            extra["x_debias"] = {"mode": "batch", **counts}
     results = [finish_plan(p, responses, thresholds, scalings=scalings) for p, responses in answered]
     rows = [
         {
@@ -223,7 +237,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     return JSONResponse(
         {
             "model": state.judge.model_name,
-            "results": [r.model_dump(mode="json", exclude_none=True) for r in results],
+            "results": [dump(r) for r in results],
             "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
             "usage": _sum_usage(results).model_dump(),
             **extra,

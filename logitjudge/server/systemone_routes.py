@@ -123,6 +123,13 @@ class ServerState:
         """The per-request limits checked after validation (defaults without a config)."""
         return self.config.limits if self.config is not None else RequestLimits()
 
+    def strict_wire(self, requested: bool | None) -> bool:
+        """Whether a response leaves out every ``x_`` field: the request's ``x_strict_wire`` when
+        it says, else the server's ``strict_wire`` (off without a config)."""
+        if requested is not None:
+            return requested
+        return self.config.strict_wire if self.config is not None else False
+
     def check_systemone(self, body: schemas.SystemOneRequest) -> schemas.SystemOneRequest:
         """The checks the wire model cannot make, before any tokenizer work.
 
@@ -205,11 +212,13 @@ async def systemone(body: schemas.SystemOneRequest, request: Request, state: Sta
     """Noul, choice and score questions about one state, each answered from one distribution.
 
     Unknown top-level fields are ignored; question ids and option names come back byte for byte.
+    With `x_strict_wire: true` (or a server started with `--strict-wire`) the answers carry no
+    `x_` field.
     """
     req = state.check_systemone(body)
     response = await state.answer_systemone(req, request)
     return JSONResponse(
-        response.model_dump(mode="json", exclude_none=True),
+        response.to_wire(strict=state.strict_wire(req.x_strict_wire)),
         headers={"x-typesafe-request-id": f"req_{uuid.uuid4().hex}"},
     )
 

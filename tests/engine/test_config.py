@@ -55,6 +55,7 @@ SERVE_FLAGS = {  # ServerConfig field -> the serve flag's dest
     "max_questions": "max_questions",
     "max_items": "max_items",
     "max_text_chars": "max_text_chars",
+    "strict_wire": "strict_wire",
 }
 
 
@@ -114,6 +115,7 @@ def test_create_app_and_the_scheduler_default_to_the_configs():
         "max_questions",
         "max_items",
         "max_text_chars",
+        "strict_wire",
     ):
         assert app[field] == getattr(ServerConfig, field), field
     assert app["max_batch_tokens"] is None and app["max_batch_requests"] is None  # default_batching
