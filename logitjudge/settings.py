@@ -5,6 +5,7 @@
 | ``LOGITJUDGE_CACHE_DIR`` | where converted models (safetensors) are cached | the platform's user cache dir |
 | ``LOGITJUDGE_API_KEYS`` | comma-separated API keys; auth is on when set | unset (auth off) |
 | ``LOGITJUDGE_API_KEYS_FILE`` | a file with one API key per line (``#`` comments) | unset |
+| ``LOGITJUDGE_API_KEY`` | the API key ``logitjudge evaluate --server`` sends | unset (none sent) |
 | ``LOGITJUDGE_MODEL`` | the model loaded when none is named (``--model``, ``Judge.load()``) | :data:`MAIN_MODEL` |
 | ``LOGITJUDGE_ALLOW_DOWNLOAD`` | ``1``: a model name may be fetched from the Hugging Face hub | unset (offline) |
 
@@ -100,6 +101,11 @@ def api_keys_from_env() -> tuple[str, ...]:
     if path:
         keys += read_api_keys_file(path)
     return tuple(keys)
+
+
+def client_api_key() -> str | None:
+    """The API key a client sends to a server (``LOGITJUDGE_API_KEY``, stripped), or None."""
+    return os.environ.get("LOGITJUDGE_API_KEY", "").strip() or None
 
 
 # An answer whose ``x_option_mass`` (the probability the model put on the answer labels before

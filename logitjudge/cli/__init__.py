@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="logitjudge",
         description="An open, local LLM judge: probabilities read from an open model's next-token logits.\n"
-        "Nothing touches a network unless --allow-download is given.",
+        "Nothing touches a network unless --allow-download is given (or evaluate --server names a server).",
         epilog="examples:\n" + _examples(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

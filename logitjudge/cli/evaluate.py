@@ -5,6 +5,8 @@
     logitjudge evaluate DATA.jsonl --evaluators RAG --out results.jsonl [--report report.html]
     # auto: each row's own evaluator (the labelled data sets name theirs)
     logitjudge evaluate ../shared/data/vitaminc/dev.jsonl --out vc.jsonl --limit 20
+    # through a running `logitjudge serve` (one loaded model for serving and evaluating)
+    logitjudge evaluate DATA.jsonl --evaluators RAG --out results.jsonl --server http://127.0.0.1:8000
 
 - Rows: our field names (``input``, ``output``, ``expected``, ``context``) or RAGAS names
   (``question``, ``answer``, ``contexts``, ``ground_truth``); JSONL, CSV, or Parquet (pandas).
@@ -24,6 +26,14 @@
   :data:`~logitjudge.rubrics.debias.MIN_BATCH` rows has its prior (its mean answer over them)
   divided out of its answers (:mod:`logitjudge.rubrics.debias`); the rows are written once all
   are answered, and a results file with rows is not resumed under it.
+- ``--server URL``: the rows go to a running server's ``POST /api/v1/evaluate``
+  (:mod:`logitjudge.cli.remote`), ``--batch-size`` rows per call, instead of a model loaded here;
+  the model flags are then refused (the server's are used). The rows, the resume and the run
+  record are those of a local run, the record's engine being the one the server describes
+  (``GET /healthz``), so a file may be resumed locally or through another server of the same
+  engine. Key: ``--api-key`` or ``LOGITJUDGE_API_KEY``; ``--timeout`` and ``--retries`` bound
+  the waiting. A run stopped by the server (unreachable, a refusal, failures after every retry)
+  keeps every row written; the same command resumes it. ``--debias batch`` is local only.
 - Summary: printed as a table and written as JSON (``--summary``, default ``<out>.summary.json``)
   with the command, configuration, environment, timing and per-evaluator metric records,
   including ``low_option_mass``: the share of answers whose ``x_option_mass`` is under
@@ -34,7 +44,9 @@
   verdicts, gold and flags, with filters.
 
 Exit status: 0 done (rows may still hold per-item errors, counted in the summary), 2 bad
-arguments or data, or a results file from another configuration, 1 the model could not be loaded.
+arguments or data, a results file from another configuration, or a request the server refused
+(4xx, another evaluator version), 1 the model could not be loaded, or the server could not be
+reached or failed (after the retries).
 """
 
 from __future__ import annotations
@@ -50,8 +62,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, load_judge, plain, positive_int
+from logitjudge import __version__
+from logitjudge.cli.common import add_model_args, load_judge, nonnegative_int, plain, positive_int
 from logitjudge.cli.progress import ItemProgress
+from logitjudge.cli.remote import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT,
+    EvaluateClient,
+    ServerError,
+    ServerInfo,
+    check_api_key,
+    normalize_url,
+    remote_results,
+)
 from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
@@ -72,7 +95,7 @@ from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
 from logitjudge.rubrics.runner import WIRE_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
-from logitjudge.settings import LOW_OPTION_MASS
+from logitjudge.settings import LOW_OPTION_MASS, client_api_key
 
 __all__ = ["add_evaluate_parser", "run_evaluate", "main"]
 
@@ -120,7 +143,12 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--summary", default=None, help="summary JSON path (default: <out>.summary.json)")
     p.add_argument("--report", default=None, help="write a self-contained HTML report here")
     p.add_argument("--limit", type=positive_int, default=None, help="use only the first N rows of the file")
-    p.add_argument("--batch-size", type=positive_int, default=4, help="items per engine call (default 4)")
+    p.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=4,
+        help="items per engine call, or per server call with --server (default 4)",
+    )
     p.add_argument(
         "--threshold",
         action="append",
@@ -150,6 +178,35 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--wide", action="store_true", help="every metric column in the summary table (default: 80 columns)")
+    s = p.add_argument_group("through a running server (instead of loading a model here)")
+    s.add_argument(
+        "--server",
+        default=None,
+        metavar="URL",
+        help="send the rows to the server at URL (`logitjudge serve`, or any server of POST /api/v1/evaluate), "
+        "--batch-size rows per call; the run record holds the engine the server describes",
+    )
+    s.add_argument(
+        "--api-key",
+        default=None,
+        metavar="KEY",
+        help="with --server: the API key to send (default: LOGITJUDGE_API_KEY). Visible to every local user "
+        "in ps: prefer the variable",
+    )
+    s.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help=f"with --server: how long to wait for each answer (default {DEFAULT_TIMEOUT:g})",
+    )
+    s.add_argument(
+        "--retries",
+        type=nonnegative_int,
+        default=None,
+        help="with --server: retries of a call the server could not answer (5xx, 529 overloaded, a lost "
+        f"connection), with backoff (default {DEFAULT_RETRIES})",
+    )
     add_model_args(p)
     p.set_defaults(func=run_evaluate)
     return p
@@ -158,6 +215,44 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _fail(message: str, status: int = 2) -> int:
     print(f"logitjudge evaluate: {message}", file=sys.stderr)
     return status
+
+
+def _positive_seconds(text: str) -> float:
+    """An ``argparse`` type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _server_status(exc: ServerError) -> int:
+    """2 for a request the server refused (or a mismatch), 1 for a server that failed or cannot be reached."""
+    return 2 if isinstance(exc, RequestError) else 1
+
+
+def _model_flags_given(args: argparse.Namespace) -> list[str]:
+    """The model flags given other than at their defaults (refused with ``--server``)."""
+    probe = argparse.ArgumentParser(add_help=False)
+    add_model_args(probe)
+    return [
+        a.option_strings[0]
+        for a in probe._actions
+        if a.option_strings and a.dest != "allow_download" and getattr(args, a.dest, a.default) != a.default
+    ]
+
+
+def _server_environment(info: ServerInfo) -> dict[str, Any]:
+    """The summary's environment of a run through a server: this side's versions, the server's engine."""
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "logitjudge": __version__,
+        "engine": info.engine,
+        "server": {"url": info.url, "version": info.version, "models": list(info.models)},
+    }
 
 
 def _parse_thresholds(values: Sequence[str]) -> dict[str, float]:
@@ -416,7 +511,33 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return _fail(f"--out {out} is the data file itself; results go to another file")
     summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
     selection = _selection_record(registry, names, fixed, rows, thresholds, args.debias)
-    model_flags = _model_flags(args)
+
+    # Through a server: its URL and key are checked here, before the results file or the server is touched.
+    server: str | None = None
+    api_key: str | None = None
+    if args.server is not None:
+        try:
+            server = normalize_url(args.server)
+            key = args.api_key if args.api_key is not None else client_api_key()
+            api_key = check_api_key(key) if key else None
+        except ValueError as exc:
+            return _fail(str(exc))
+        if given := _model_flags_given(args):
+            return _fail(
+                f"{', '.join(given)}: with --server the server's model and settings are used; "
+                "start `logitjudge serve` with them instead"
+            )
+        if args.debias == "batch":
+            return _fail(
+                "--debias batch divides each question's prior over all rows of one run, and a server "
+                "answers each call on its own; run it without --server"
+            )
+    else:
+        server_only = (("--api-key", args.api_key), ("--timeout", args.timeout), ("--retries", args.retries))
+        unused = [flag for flag, value in server_only if value is not None]
+        if unused:
+            return _fail(f"{', '.join(unused)}: only used with --server URL")
+    model_flags = {"server": server} if server is not None else _model_flags(args)
 
     # What the file holds and what produced it; a resume under another selection stops here,
     # before the model loads.
@@ -453,19 +574,47 @@ def run_evaluate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
-    # Load when there is work, or to check the engine when these model flags were never seen to
-    # give the recorded engine (flags that passed the check are added to the record).
+    # Load (or ask the server) when there is work, or to check the engine when these model flags
+    # (this server) were never seen to give the recorded engine (flags that passed the check are
+    # added to the record).
     judge: JudgeLike | None = None
+    client: EvaluateClient | None = None
+    info: ServerInfo | None = None
     engine: dict[str, Any] | None = None
     flags_known = existing and record is not None and model_flags in (record.get("model_flags") or [])
     if pending or (existing and not flags_known):
-        try:
-            judge = load_judge(args)
-        except LogitJudgeError as exc:
-            return _fail(f"cannot load the model: {exc.message}", 1)
-        engine = _environment(judge)["engine"] or {}
+        if server is not None:
+            client = EvaluateClient(
+                server,
+                api_key=api_key,
+                timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT,
+                retries=args.retries if args.retries is not None else DEFAULT_RETRIES,
+                engine_keys=ENGINE_KEYS,
+                notify=lambda line: print(f"logitjudge evaluate: {line}", file=sys.stderr),
+            )
+            try:
+                info = client.info()
+            except ServerError as exc:
+                client.close()
+                return _fail(exc.message, _server_status(exc))
+            engine = info.engine
+            print(f"logitjudge evaluate: evaluating through {server}: {info.label()}", file=sys.stderr)
+            if not info.described:
+                print(
+                    "logitjudge evaluate: the server does not describe its engine (GET /healthz), so the run "
+                    "record names its model only and a resume can check no more than that",
+                    file=sys.stderr,
+                )
+        else:
+            try:
+                judge = load_judge(args)
+            except LogitJudgeError as exc:
+                return _fail(f"cannot load the model: {exc.message}", 1)
+            engine = _environment(judge)["engine"] or {}
         if existing and record is not None:
             if diffs := engine_differences(record.get("engine") or {}, engine):
+                if client is not None:
+                    client.close()
                 return _refuse(out, diffs)
             if not flags_known:
                 write_run_record(out, {**record, "model_flags": [*(record.get("model_flags") or []), model_flags]})
@@ -507,7 +656,38 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     debiased: dict[str, int] = {}
-    if pending:
+    if pending and client is not None:
+        assert writer is not None and info is not None
+        bar = ItemProgress(len(rows), len(rows) - len(pending), len(pending), args.batch_size, args.no_progress)
+        written = 0
+        try:
+            for k, answer in remote_results(
+                client,
+                [(rid, plan) for rid, _, plan in pending],
+                registry=registry,
+                thresholds=thresholds,
+                model=args.request_model,
+                batch_size=args.batch_size,
+                # a server that leaves x_ fields out unless asked: ask, so the rows are a local run's
+                extra={"x_strict_wire": False} if info.strict_wire else None,
+            ):
+                rid, raw, _ = pending[k]
+                writer.write(_result_record(rid, raw, answer))
+                written += 1
+                usage = answer.get("usage")
+                bar.item_written(tokens=usage.get("input_tokens", 0) if isinstance(usage, dict) else 0)
+        except ServerError as exc:
+            bar.close()
+            writer.close()
+            client.close()
+            return _fail(
+                f"{exc.message}\nlogitjudge evaluate: stopped after {written} of {len(pending)} rows; every "
+                f"finished row is in {out}, and the same command resumes the run",
+                _server_status(exc),
+            )
+        bar.close()
+        client.close()
+    elif pending:
         assert writer is not None and judge is not None
         bar = ItemProgress(len(rows), len(rows) - len(pending), len(pending), args.batch_size, args.no_progress)
         try:
@@ -539,6 +719,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - started
     if writer is not None:
         writer.close()
+    if client is not None:
+        client.close()
 
     wanted = set(ids)
     latest = {str(r.get("id")): r for r in results_rows(out) if str(r.get("id")) in wanted}
@@ -556,6 +738,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         "config": {
             "evaluators": names,
             "model": args.model,
+            "server": server,
             "request_model": args.request_model,
             "batch_size": args.batch_size,
             "thresholds": thresholds,
@@ -564,7 +747,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "debias": args.debias,
             "low_option_mass_threshold": LOW_OPTION_MASS,
         },
-        "environment": _environment(judge) if judge is not None else None,
+        "environment": (
+            _environment(judge) if judge is not None else _server_environment(info) if info is not None else None
+        ),
         "engine": produced_by,
         "run": {
             "rows": len(rows),
@@ -573,6 +758,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             "ran": len(pending),
             "invalid_rows": len(invalid),
             "model_loaded": judge is not None,
+            "server": server,
             "elapsed_s": round(elapsed, 3),
             "items_per_s": round(len(pending) / elapsed, 3) if pending and elapsed > 0 else None,
             "debias": {"mode": args.debias, **debiased},
@@ -604,8 +790,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _result_record(rid: str, raw: Mapping[str, Any], res: Any) -> dict[str, Any]:
-    """The results-file row of one item: its result, id, dataset evaluator, gold and lengths."""
-    record = res.model_dump(mode="json", exclude_none=True)
+    """The results-file row of one item: its result (an ``ItemResult``, or a server's record of
+    one as :func:`~logitjudge.cli.remote.remote_results` gives it), id, dataset evaluator, gold
+    and lengths."""
+    record = dict(res) if isinstance(res, Mapping) else res.model_dump(mode="json", exclude_none=True)
     record["id"] = rid
     if isinstance(raw.get("evaluator"), str):
         record["evaluator"] = raw["evaluator"]

@@ -8,7 +8,8 @@ below the next whole item). When the results arrive the bar is set to the items 
 postfix shows tokens per second.
 
 Where no hooks can be set (the vLLM backend, a ``--judge-factory`` judge without a torch model),
-the bar moves as each batch's results arrive.
+the bar moves as each batch's results arrive. Through a server (``evaluate --server``) it moves per
+item as each call's rows are written, and the tokens come from the items' ``usage``.
 """
 
 from __future__ import annotations
@@ -82,9 +83,11 @@ class ItemProgress:
         if self.tokens and elapsed > 0:
             self.bar.set_postfix_str(f"{self.tokens / elapsed:,.0f} tok/s", refresh=False)
 
-    def item_written(self) -> None:
-        """One item's results are written."""
+    def item_written(self, tokens: float = 0.0) -> None:
+        """One item's results are written; ``tokens``: input tokens its answer took that no hook
+        counted (an item answered by a server: its ``usage``), for the tokens-per-second postfix."""
         self.written += 1
+        self.tokens += tokens
         self._show(max(self.written, self.engine_done))
 
     def close(self) -> None:

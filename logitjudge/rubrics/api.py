@@ -39,7 +39,28 @@ AUTO = "auto"
 
 
 class EvaluationRun(BaseModel):
-    """Results of :func:`evaluate`: one :class:`ItemResult` per item, in order, and the summary."""
+    """Results of :func:`evaluate`: one :class:`ItemResult` per item, in order, and the summary.
+
+    To a table (one row per item and evaluator) and to a JSONL file (one item per line)::
+
+        run = evaluate(judge, items, evaluators=["RAG"])
+        records = [
+            {"id": item.id, "evaluator": name, "status": r.status, "score": r.score, "passed": r.passed}
+            for item in run.results
+            for name, r in item.results.items()
+        ]
+        try:
+            import pandas as pd  # optional: pip install pandas
+        except ImportError:
+            pd = None
+        if pd is not None:
+            frame = pd.DataFrame.from_records(records)
+            frame.pivot(index="id", columns="evaluator", values="score")  # items x evaluators
+        with open("results.jsonl", "w", encoding="utf-8") as fh:
+            for item in run.results:
+                fh.write(item.model_dump_json(exclude_none=True) + "\\n")
+        run.summary["faithfulness"].value("pass_rate")
+    """
 
     model_config = ConfigDict(extra="forbid")
 
