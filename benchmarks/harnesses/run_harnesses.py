@@ -30,7 +30,7 @@ pins are in ``requirements/harness.txt``); this script runs in the project's ``.
 (reports, prediction files, server logs) go to ``out/harnesses/<model>/``; the summary, every command
 line and what each printed go to ``benchmarks/results/harnesses-<model>.json`` and ``.md``.
 
-Command (the committed result: the embedded SmolLM2-135M, about 25 minutes on 2 shared CPU cores)::
+Command (the committed result: the embedded SmolLM2-135M, 28 minutes on 2 shared CPU cores)::
 
     .venv/bin/python benchmarks/harnesses/run_harnesses.py --model smollm2-135m
 
@@ -188,6 +188,7 @@ def display(cmd: Sequence[str], env: dict[str, str] | None = None) -> str:
 
 def clean(text: str, limit: int = 12_000) -> str:
     """Printed text without ANSI colours and progress redraws, its last ``limit`` characters."""
+    text = text.replace(str(ROOT) + "/", "")  # paths as the commands name them: from the repository root
     lines = [_ANSI.sub("", line.rsplit("\r", 1)[-1]).rstrip() for line in text.splitlines()]
     out = "\n".join(line for line in lines if line.strip())
     return out if len(out) <= limit else "...\n" + out[-limit:]
@@ -554,6 +555,12 @@ def render_markdown(record: dict[str, Any]) -> str:
         f" logitjudge {meta['logitjudge']}, torch {meta['torch']}, transformers {meta['transformers']},"
         f" {meta['device']} ({meta['device_name']}); harnesses {', '.join(f'{k} {v}' for k, v in record['harness_versions'].items())}.",
         f"Model `{record['model_name']}` served as `{MODEL_ALIAS}`; {record['total_wall_s'] / 60:.1f} minutes in all.",
+    ]
+    if "load_average" in record:
+        load = record["load_average"]
+        out.append(f"Load average (1, 5, 15 min) at the start {load['start']}, at the end {load['end']}.")
+    out += [
+        "Figures in seconds depend on what else ran on the machine; the others do not.",
         "",
     ]
     kr = record.get("krite")
@@ -606,9 +613,10 @@ def render_markdown(record: dict[str, Any]) -> str:
                 out += [f"{label}: {s['error']}", ""]
                 continue
             dims = ", ".join(f"{k} {_fmt(v)}" for k, v in (s.get("dimensions") or {}).items() if v is not None)
+            suite = s["suite"].get("name") if isinstance(s["suite"], dict) else s["suite"]
             out += [
-                f"- `{s['suite']}` ({s['cases']} cases, {s['requests']} requests, {s['errors']} errors, min_n {s['min_n']}):"
-                f" overall {_fmt(s['overall'])}; dimensions: {dims or '-'}",
+                f"- `{suite}` ({s['cases']} cases, {s['requests']} requests, {s['errors']} errors, min_n {s['min_n']}):"
+                f" overall {_fmt(s['overall'])} (reported only when all five dimensions ran); dimensions: {dims or '-'}",
             ]
             groups = ", ".join(f"{k} {_fmt(v)}" for k, v in (s.get("groups") or {}).items() if v is not None)
             out.append(f"  groups: {groups or '-'}")
@@ -675,12 +683,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.monotonic()
     metadata = run_metadata()  # the commit and working tree the run starts from
+    load_start = os.getloadavg()  # a shared machine: other work slows every figure in seconds
     ensure_harness_venv()
     versions = installed_versions()
     work = (args.work or ROOT / "out" / "harnesses" / (args.model or "default")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    python = Path(sys.executable)
-    python_shown = str(python.relative_to(ROOT)) if python.is_relative_to(ROOT) else python.name
+    python = Path(sys.executable)  # shown as its venv names it: .venv/bin/python
+    python_shown = (
+        str(Path(python.parent.parent.name, "bin", python.name)) if python.parent.name == "bin" else python.name
+    )
     record: dict[str, Any] = {
         "command": shlex.join([python_shown, *(a.replace(str(ROOT) + "/", "") for a in sys.argv)]),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -743,6 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "krite" in record:
         record["steps"] += record["krite"]["default"]["steps"] + record["krite"]["strict"]["steps"]
     record["total_wall_s"] = round(time.monotonic() - started, 1)
+    record["load_average"] = {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]}
     device = str(record["servers"][0]["healthz"]["engine"].get("device", "cpu"))
     if device != metadata["device"]:  # the server's device, as it reports it
         metadata.update(device=device, device_name=run_metadata(device)["device_name"])
