@@ -188,6 +188,11 @@ class EvaluatorResult(_Out):
     x_counts: dict[str, int] | None = Field(
         default=None, description="chunk_support v2: the number of chunks per option."
     )
+    x_features: dict[str, float] | None = Field(
+        default=None,
+        description="answer_relevancy v2: the features its levels are computed from (logits of the "
+        "probes' P(yes), their difference from a content-free output, and the padding gap).",
+    )
     x_min_score: float | None = Field(
         default=None,
         description="Per-claim evaluators (claim_share scoring): the lowest claim score, the weakest "

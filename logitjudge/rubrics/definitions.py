@@ -154,7 +154,9 @@ class EvaluatorDef(_Strict):
             (per chunk, the ``probes`` nouls, each relative to a content-free chunk, combined
             into a distribution over the options by a fitted multinomial logistic),
             ``entity_recall`` (entities of ``expected`` matched in the
-            context, a noul per unmatched one; levels from the share present). For
+            context, a noul per unmatched one; levels from the share present),
+            ``answer_probes`` (the ``probes`` over the output alone and over a content-free
+            output, a ``sentence_probe`` per sentence, levels by the fitted ``classes``). For
             ``entity_recall`` (score: levels) and ``chunk_probes`` (choice: options)
             ``question_type`` is the result's shape; the questions asked are yes/no.
         threshold: default pass threshold on the 0..1 score (overridable per request).
@@ -168,12 +170,24 @@ class EvaluatorDef(_Strict):
         likelihood: ``chunk_evidence`` scoring: the continuation question per chunk.
         combine: ``chunk_evidence`` scoring: the fitted combination of per-chunk features.
         probes: ``chunk_probes`` scoring: named yes/no questions asked over each chunk alone and
-            over the content-free chunk (``{output}`` etc. quote fields).
+            over the content-free chunk (``{output}`` etc. quote fields); ``answer_probes``:
+            over the output and over the content-free output.
         classes: ``chunk_probes`` scoring: per option, a fitted linear score of the probes'
             features (``<probe>``: logit P(yes); ``<probe>_rel``: minus the null chunk's); the
             chunk's distribution is their softmax (multinomial logistic regression).
+            ``answer_probes``: the same per level index ("0".."3"), over
+            :func:`logitjudge.rubrics.scoring.answer_features`.
         entity_template: ``entity_recall`` scoring: the noul asked per entity of ``expected``
             not found verbatim in the context, ``{entity}`` quoting it.
+        claim_probes: ``chunk_probes`` scoring: the probes are asked per claim of the output
+            (:func:`logitjudge.rubrics.questions.support_claims`, ``{claim}`` quoting it), and a
+            chunk is judged by the claim it speaks to most (the lowest P(unrelated)).
+        answer_state: ``answer_probes`` scoring: the state of a request about the output, with
+            ``{answer}`` (the output's text, or one sentence of it, or the content-free
+            ``N/A``) and optionally ``{input}`` (the question's text), inserted as they are.
+        sentence_probe: ``answer_probes`` scoring: a yes/no question asked over each sentence of
+            the output alone (when it has two or more), e.g. "does it help answer the question?".
+
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
             required): each question is asked twice, over the state and over the state without
             ``context``, and the score is how much the context raises P(yes)
@@ -204,6 +218,7 @@ class EvaluatorDef(_Strict):
         "chunk_evidence",
         "chunk_probes",
         "entity_recall",
+        "answer_probes",
     ]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
     contrast: Literal["context"] | None = None
@@ -214,6 +229,9 @@ class EvaluatorDef(_Strict):
     probes: dict[str, str] | None = None
     classes: dict[str, CombineDef] | None = None
     entity_template: str | None = None
+    claim_probes: bool = False
+    answer_state: str | None = None
+    sentence_probe: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> EvaluatorDef:
@@ -250,6 +268,7 @@ class EvaluatorDef(_Strict):
             "chunk_evidence": ("noul", True, False),
             "chunk_probes": ("choice", True, False),
             "entity_recall": ("score", False, False),
+            "answer_probes": ("score", False, False),
         }[self.scoring]
         if (self.question_type, self.per_chunk, self.per_claim) != compatible:
             raise ValueError(
@@ -268,14 +287,18 @@ class EvaluatorDef(_Strict):
             )
         if self.per_claim and ("output" not in self.required or "{claim}" not in (self.template or "")):
             raise ValueError(f"{self.name}: a per-claim evaluator must require `output` and quote `{{claim}}`")
-        if not self.per_claim and "{claim}" in " ".join(self._texts()):
-            raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators")
+        if not (self.per_claim or self.claim_probes) and "{claim}" in " ".join(self._texts()):
+            raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators and claim_probes")
+        if self.claim_probes and (
+            self.scoring != "chunk_probes" or not all("{claim}" in t for t in (self.probes or {}).values())
+        ):
+            raise ValueError(f"{self.name}: claim_probes is for chunk_probes scoring, each probe quoting {{claim}}")
         if self.per_chunk and "context" not in self.required:
             raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
         if self.question_type == "typed":
             if self.template is not None or "question" not in self.required:
                 raise ValueError(f"{self.name}: a typed evaluator has no template and requires `question`")
-        elif self.template is None and self.scoring not in ("chunk_probes", "entity_recall"):
+        elif self.template is None and self.scoring not in ("chunk_probes", "entity_recall", "answer_probes"):
             raise ValueError(f"{self.name}: template is required")
         for text in self._texts():
             try:
@@ -300,8 +323,12 @@ class EvaluatorDef(_Strict):
                     continue
                 if ref == "entity" and self.scoring == "entity_recall":
                     continue
-                if ref not in declared or not self.chunk_state:
-                    raise ValueError(f"{self.name}: `{{{ref}}}` quotes a field only in a chunk_state evaluator")
+                if ref == "answer" and self.scoring == "answer_probes":
+                    continue
+                if ref not in declared or not (self.chunk_state or self.scoring == "answer_probes"):
+                    raise ValueError(
+                        f"{self.name}: `{{{ref}}}` quotes a field only in a chunk_state or answer_probes evaluator"
+                    )
         if self.state_fields is not None and not set(self.state_fields) <= declared:
             raise ValueError(f"{self.name}: state_fields must be declared fields")
         if (self.scoring == "chunk_evidence") != (self.likelihood is not None):
@@ -310,12 +337,24 @@ class EvaluatorDef(_Strict):
             raise ValueError(f"{self.name}: chunk_evidence scoring needs combine")
         if self.scoring in ("chunk_evidence", "chunk_probes") and not self.chunk_state:
             raise ValueError(f"{self.name}: {self.scoring} scoring asks over each chunk alone (chunk_state)")
-        if (self.scoring == "chunk_probes") != (self.probes is not None and self.classes is not None):
-            raise ValueError(f"{self.name}: chunk_probes scoring needs probes and classes (and only it)")
+        if (self.scoring in ("chunk_probes", "answer_probes")) != (
+            self.probes is not None and self.classes is not None
+        ):
+            raise ValueError(
+                f"{self.name}: chunk_probes and answer_probes scorings need probes and classes (and only they)"
+            )
+        if (self.scoring == "answer_probes") != (self.answer_state is not None) or (
+            self.sentence_probe is not None and self.scoring != "answer_probes"
+        ):
+            raise ValueError(f"{self.name}: answer_probes scoring needs answer_state (and only it)")
+        if self.answer_state is not None and "{answer}" not in self.answer_state:
+            raise ValueError(f"{self.name}: answer_state must hold {{answer}}")
         if self.classes is not None:
-            if set(self.classes) != {o.name for o in self.options or ()}:
-                raise ValueError(f"{self.name}: classes must be the options, one each")
+            outcomes = [o.name for o in self.options or ()] or [str(k) for k in range(len(self.levels or ()))]
+            if set(self.classes) != set(outcomes):
+                raise ValueError(f"{self.name}: classes must be the options (or the level indices), one each")
             known = {f"{p}{suffix}" for p in self.probes or {} for suffix in ("", "_rel")}
+            known |= {"pad"} if self.sentence_probe else set()
             for c in self.classes.values():
                 if not set(c.weights) <= known:
                     raise ValueError(
@@ -333,7 +372,7 @@ class EvaluatorDef(_Strict):
             texts += [t for t in (self.criteria.true, self.criteria.false) if t]
         texts += [o.description for o in self.options or ()]
         texts += list(self.levels or ())
-        texts += [t for t in (self.entity_template,) if t] + list((self.probes or {}).values())
+        texts += [t for t in (self.entity_template, self.sentence_probe) if t] + list((self.probes or {}).values())
         return texts
 
     @property

@@ -67,6 +67,12 @@ def claims_of(item: Item) -> list[str]:
     return [json.dumps(output, ensure_ascii=False, separators=(",", ":"))]
 
 
+def support_claims(item: Item) -> list[str]:
+    """The claims chunk support probes ask about: :func:`claims_of`, each sentence split again
+    at semicolons ("billed at $0.042 per million; output tokens are free" is two claims)."""
+    return [part.strip() for claim in claims_of(item) for part in claim.split(";") if part.strip()]
+
+
 def question_ids(defn: EvaluatorDef, n_chunks: int, n_claims: int = 0) -> list[str]:
     """The namespaced ids of ``defn``'s questions: ``[name]``, or ``[name.0, .., name.N-1]``
     for the N chunks (per-chunk) or the N claims (per-claim)."""
@@ -116,6 +122,10 @@ MAIN_GROUP = "item"
 """The group of questions asked over the whole item (every data field in the state)."""
 NULL_GROUP = "null"
 """The group asked over a content-free chunk (the baseline of per-chunk evaluators)."""
+ANSWER_GROUP = "answer"
+"""The group asked over the output alone (``answer_probes``); ``answer:s<j>`` over its sentence j."""
+ANSWER_NULL_GROUP = "answer:null"
+"""The group asked over the content-free output ``N/A`` (the baseline of ``answer_probes``)."""
 
 
 def chunk_group(index: int) -> str:
@@ -164,9 +174,12 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
 
     Ids: ``chunk_evidence``: ``<name>.<i>`` (the noul over chunk i), ``<name>.<i>.lik`` (its
     continuation), ``<name>.null`` and ``<name>.null.lik`` over the content-free chunk.
-    ``chunk_probes``: ``<name>.<i>.<probe>`` per probe, and the same for ``null``.
+    ``chunk_probes``: ``<name>.<i>.<probe>`` per probe, and the same for ``null``
+    (``claim_probes``: ``<name>.<i>.c<j>.<probe>`` per claim j).
     ``entity_recall``: ``<name>.e<k>`` for each entity k not found verbatim in the context (none
-    when every entity is found). Other scorings: their usual ids over a state of ``state_fields``.
+    when every entity is found). ``answer_probes``: ``<name>.whole.<probe>`` and
+    ``<name>.null.<probe>`` per probe, ``<name>.s<j>`` per sentence (two or more). Other
+    scorings: their usual ids over a state of ``state_fields``.
     Questions carry ``calibrated=False``: the engine's calibration (fitted on typed questions)
     never scales them.
     """
@@ -185,6 +198,21 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
                 text = (defn.entity_template or "").replace("{entity}", json.dumps(check.entity, ensure_ascii=False))
                 add(fields_group(fields), state, f"{name}.e{k}", _noul(text))
         return groups
+    if defn.scoring == "answer_probes":
+
+        def answer_unit(text: str) -> str:
+            return (defn.answer_state or "").replace("{input}", render_text(item.input)).replace("{answer}", text)
+
+        output = render_text(item.output)
+        for key, text, tag in ((ANSWER_GROUP, output, "whole"), (ANSWER_NULL_GROUP, "N/A", "null")):
+            for probe, template in (defn.probes or {}).items():
+                add(key, answer_unit(text), f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
+        sentences = split_sentences(output) if isinstance(item.output, str) else []
+        if defn.sentence_probe and len(sentences) >= 2:
+            helps = _noul(quote_fields(defn.sentence_probe, item))
+            for j, sentence in enumerate(sentences):
+                add(f"{ANSWER_GROUP}:s{j}", answer_unit(sentence), f"{name}.s{j}", helps)
+        return groups
     if defn.chunk_state:
         text = quote_fields(defn.template or "", item)
         null_chunk = defn.likelihood.null_chunk if defn.likelihood else "N/A"
@@ -194,7 +222,12 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
         for key, passage, tag in units:
             if defn.scoring == "chunk_probes":
                 for probe, template in (defn.probes or {}).items():
-                    add(key, passage, f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
+                    if not defn.claim_probes:
+                        add(key, passage, f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
+                        continue
+                    for j, claim in enumerate(support_claims(item)):
+                        text = quote_fields(template.replace("{claim}", json.dumps(claim, ensure_ascii=False)), item)
+                        add(key, passage, f"{name}.{tag}.c{j}.{probe}", _noul(text))
                 continue
             add(key, passage, f"{name}.{tag}", _noul(text, crit.true if crit else None, crit.false if crit else None))
             if defn.likelihood is not None:

@@ -210,7 +210,7 @@ def plan_item(
                 )
             plan.early[defn.name] = skipped(defn, _missing_reason(missing, item))
             continue
-        if defn.chunk_state or defn.state_fields is not None or defn.scoring == "entity_recall":
+        if defn.chunk_state or defn.state_fields is not None or defn.scoring in GROUP_SCORINGS:
             ids: list[str] = []
             for key, (state, qs) in build_groups(defn, item).items():
                 group = plan.groups.setdefault(key, (state, {}))

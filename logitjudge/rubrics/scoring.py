@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -431,7 +432,7 @@ def score_answers(
 
 # -- evaluators whose questions are asked per group (each chunk alone, a null chunk, some fields) --
 
-GROUP_SCORINGS = ("chunk_evidence", "chunk_probes", "entity_recall")
+GROUP_SCORINGS = ("chunk_evidence", "chunk_probes", "entity_recall", "answer_probes")
 """The scorings whose answers come from several requests (:func:`score_groups`)."""
 
 _LOGIT_EPS = 1e-6
@@ -530,7 +531,9 @@ def score_chunk_probes(
     content-free chunk; features ``<probe>`` = logit P(yes) and ``<probe>_rel`` = that minus the
     null chunk's (Zhao et al. 2021, "Calibrate Before Use"); the chunk's distribution over the
     options is the softmax of the ``classes``' fitted linear scores (multinomial logistic
-    regression), its label the most probable option.
+    regression), its label the most probable option. With ``claim_probes`` the probes are asked
+    per claim of the output, and a chunk's distribution is that of the claim it speaks to most
+    (the lowest P(unrelated)); ``x_features["claim"]`` is that claim's index.
 
     Item: score = max(0, (S - C) / N) over the chunk labels [docs]; a contradicting chunk fails;
     ``label``: "contradicts" when a chunk contradicts, else "supports" when one supports, else
@@ -541,17 +544,29 @@ def score_chunk_probes(
     name = defn.name
     probes = list(defn.probes or {})
     classes = defn.classes or {}
-    null = {p: _logit(answers[f"{name}.null.{p}"].p_yes()) for p in probes}
-    details = []
-    for i in range(n_chunks):
+    names = [o.name for o in defn.options or ()]
+    claim_of = (re.fullmatch(rf"{re.escape(name)}\.null\.c(\d+)\.[^.]+", qid) for qid in answers)
+    claims: list[str | None] = [f"c{j}" for j in sorted({int(m.group(1)) for m in claim_of if m})] or [None]
+
+    def judged(i: int | str, claim: str | None) -> tuple[dict[str, float], dict[str, float]]:
+        """(features, P(option)) of chunk ``i`` (or ``"null"``) about ``claim`` (None: the output)."""
+        at = "" if claim is None else f"{claim}."
         feats: dict[str, float] = {}
         for p in probes:
-            feats[p] = _logit(answers[f"{name}.{i}.{p}"].p_yes())
-            feats[f"{p}_rel"] = feats[p] - null[p]
-        names = [o.name for o in defn.options or ()]
+            feats[p] = _logit(answers[f"{name}.{i}.{at}{p}"].p_yes())
+            feats[f"{p}_rel"] = feats[p] - _logit(answers[f"{name}.null.{at}{p}"].p_yes())
         z = [classes[k].intercept + sum(w * feats[f] for f, w in classes[k].weights.items()) for k in names]
-        probs = dict(zip(names, _softmax(z)))
-        label = max(probs, key=lambda k: probs[k])
+        return feats, dict(zip(names, _softmax(z)))
+
+    details = []
+    for i in range(n_chunks):
+        by_claim = [judged(i, c) for c in claims]
+        # the claim the chunk speaks to most decides (one claim: that claim)
+        k = min(range(len(claims)), key=lambda j: by_claim[j][1].get("unrelated", 0.0))
+        feats, probs = by_claim[k]
+        if claims[k] is not None:
+            feats = dict(feats, claim=float(k))
+        label = max(probs, key=lambda o: probs[o])
         details.append(
             ChunkDetail(
                 index=i,
@@ -661,6 +676,71 @@ def share_levels(ps: Sequence[float], top: int) -> list[float]:
     return levels
 
 
+def answer_features(defn: EvaluatorDef, answers: Mapping[str, Answered]) -> dict[str, float]:
+    """The features of ``answer_probes`` scoring.
+
+    - ``<probe>``: logit P(yes) of the probe over the output alone;
+    - ``<probe>_rel``: that minus the same over the content-free output ``N/A`` (Zhao et al.
+      2021, "Calibrate Before Use");
+    - ``pad`` (with a ``sentence_probe``): the largest gap, in logits of P(yes), between the
+      output's best sentence and another of its sentences: 0 for one sentence or sentences that
+      all help alike, large when a sentence helps much less than the answer's best one (padding,
+      drift).
+    """
+    name = defn.name
+    feats: dict[str, float] = {}
+    for p in defn.probes or {}:
+        feats[p] = _logit(answers[f"{name}.whole.{p}"].p_yes())
+        feats[f"{p}_rel"] = feats[p] - _logit(answers[f"{name}.null.{p}"].p_yes())
+    if defn.sentence_probe:
+        sentences = [_logit(a.p_yes()) for qid, a in answers.items() if qid.startswith(f"{name}.s")]
+        feats["pad"] = max(sentences) - min(sentences) if sentences else 0.0
+    return feats
+
+
+def score_answer_probes(defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float) -> EvaluatorResult:
+    """Levels from :func:`answer_features` by the definition's fitted ``classes`` (one linear
+    score per level, their softmax: multinomial logistic regression; a multinomial, not an
+    ordered model, since padding lowers a complete answer's level but raises a partial one's
+    above "misses the point"); then the rubric's result shape: score = E[level]/(L-1), ``label``
+    "x.x / top" of the expected level, ``probabilities`` per level, ``confidence`` the score
+    answer's, passed when score >= threshold; ``details`` one row per sentence probed ("nn% yes"
+    that it helps); ``x_features`` on each detail is the item's features."""
+    feats = answer_features(defn, answers)
+    classes = defn.classes or {}
+    top = defn.top_level
+    z = [
+        classes[str(k)].intercept + sum(w * feats[f] for f, w in classes[str(k)].weights.items())
+        for k in range(top + 1)
+    ]
+    probs = _softmax(z)
+    expected = sum(k * p for k, p in enumerate(probs))
+    sentences = [(qid, a.p_yes()) for qid, a in answers.items() if qid.startswith(f"{defn.name}.s")]
+    details = [
+        ChunkDetail(
+            index=j,
+            label=percent_label(p),
+            score=p,
+            probability=p,
+            confidence=decisiveness(p),
+            passed=p >= 0.5,
+            x_features=feats if j == 0 else None,
+        )
+        for j, (_, p) in enumerate(sentences)
+    ]
+    return EvaluatorResult(
+        **_base(defn, threshold),
+        score=_clip01(expected / top),
+        label=level_label(expected, top),
+        confidence=_clip01(answer_fields.score_confidence(probs)),
+        probabilities={str(k): p for k, p in enumerate(probs)},
+        legend={str(k): lv for k, lv in enumerate(defn.levels or ())},
+        passed=expected / top >= threshold,
+        details=details or None,
+        x_features=feats,
+    )
+
+
 def score_groups(
     defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float | None, item: Item
 ) -> EvaluatorResult:
@@ -675,6 +755,8 @@ def score_groups(
         return score_chunk_evidence(defn, answers, limit, len(item.chunks()))
     if defn.scoring == "chunk_probes":
         return score_chunk_probes(defn, answers, limit, len(item.chunks()))
+    if defn.scoring == "answer_probes":
+        return score_answer_probes(defn, answers, limit)
     from logitjudge.rubrics.questions import entity_checks
 
     checks = entity_checks(item)

@@ -70,7 +70,8 @@ KNOWN_GAP = (
 
 
 @pytest.mark.xfail(
-    strict=True, reason=f"chunk_support@2 labels the page's chunks contradicts/unrelated/unrelated; {KNOWN_GAP}"
+    strict=True,
+    reason=f"chunk_support@3 labels the page's chunks supports/unrelated/unrelated; {KNOWN_GAP}",
 )
 def test_chunk_support_page(main_judge):
     item = {
@@ -87,7 +88,7 @@ def test_chunk_support_page(main_judge):
     assert set(res.probabilities) == {"supports", "contradicts", "unrelated"}
 
 
-@pytest.mark.xfail(strict=True, reason=f"chunk_support@2 calls the explicit contradiction unrelated; {KNOWN_GAP}")
+@pytest.mark.xfail(strict=True, reason=f"chunk_support@3 calls the explicit contradiction unrelated; {KNOWN_GAP}")
 def test_chunk_support_an_explicit_contradiction_contradicts(main_judge):
     item = {
         "output": "Output tokens are free.",
@@ -97,26 +98,35 @@ def test_chunk_support_an_explicit_contradiction_contradicts(main_judge):
     assert [d.label for d in res.details] == ["contradicts", "supports"]
 
 
-@pytest.mark.xfail(strict=True, reason=f"answer_relevancy@1 rates the padded answer 2.7 / 3 (passes); {KNOWN_GAP}")
+NODE_QUESTION = "What is the minimum Node version for the SDK?"
+PADDED = (
+    "Node 20 or newer. As background, the SDK ships ESM and CommonJS builds, includes TypeScript "
+    "declarations, and many teams also use pnpm."
+)
+
+
 def test_answer_relevancy_page(main_judge):
-    question = "What is the minimum Node version for the SDK?"
-    padded = (
-        "Node 20 or newer. As background, the SDK ships ESM and CommonJS builds, includes TypeScript "
-        "declarations, and many teams also use pnpm."
-    )
-    res = _one(main_judge, {"input": question, "output": padded}, "answer_relevancy")
-    assert res.label.startswith("2.") and res.passed is False  # "Level 2: answers, then pads."
-    direct = _one(main_judge, {"input": question, "output": "Node 20 or newer."}, "answer_relevancy")
+    """The page's padded answer fails; the same answer without padding passes and scores higher;
+    a reply of pleasantries fails and scores lower."""
+    res = _one(main_judge, {"input": NODE_QUESTION, "output": PADDED}, "answer_relevancy")
+    assert res.passed is False and res.version == "2"
+    direct = _one(main_judge, {"input": NODE_QUESTION, "output": "Node 20 or newer."}, "answer_relevancy")
     assert direct.passed is True and direct.score > res.score
     fluff = _one(
         main_judge,
         {
-            "input": question,
+            "input": NODE_QUESTION,
             "output": "Great question! Thanks for reaching out, we love hearing from you. Have a wonderful day!",
         },
         "answer_relevancy",
     )
     assert fluff.passed is False and fluff.score < res.score
+
+
+@pytest.mark.xfail(strict=True, reason=f"answer_relevancy@2 rates the padded answer 1.6 / 3; {KNOWN_GAP}")
+def test_answer_relevancy_page_level_is_2(main_judge):
+    res = _one(main_judge, {"input": NODE_QUESTION, "output": PADDED}, "answer_relevancy")
+    assert res.label.startswith("2.")  # "Level 2: answers, then pads."
 
 
 def test_context_entity_recall_page(main_judge):

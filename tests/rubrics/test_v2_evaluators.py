@@ -113,3 +113,83 @@ def test_levels_from_the_share_present():
     assert share_levels([1.0, 1.0, 0.0], 3) == pytest.approx([0, 0, 1, 0])
     # one entity found, one 50/50: level 3 or 2 with even odds (2 of 2 -> 3, 1 of 2 -> 2)
     assert share_levels([1.0, 0.5], 3) == pytest.approx([0, 0, 0.5, 0.5])
+
+
+PADDED = {
+    "input": "What is the minimum Node version for the SDK?",
+    "output": "Node 20 or newer. As background, the SDK ships ESM and CommonJS builds.",
+}
+
+
+def test_answer_relevancy_sees_the_output_alone_each_sentence_and_a_content_free_output():
+    defn = default_registry().get("answer_relevancy")
+    groups = build_groups(defn, Item.model_validate(dict(PADDED, context=["SECRET-PELICAN"], expected="x")))
+    states = {key: state for key, (state, _) in groups.items()}
+    assert states == {
+        "answer": "Answer: " + PADDED["output"],
+        "answer:null": "Answer: N/A",
+        "answer:s0": "Answer: Node 20 or newer.",
+        "answer:s1": "Answer: As background, the SDK ships ESM and CommonJS builds.",
+    }
+    questions = [q for _, qs in groups.values() for q in qs.values()]
+    assert all(q.type == "noul" and not q.calibrated and '"What is the minimum' in q.instructions for q in questions)
+    # one sentence: no sentence requests (its padding gap is 0 by definition)
+    one = build_groups(defn, Item.model_validate(dict(PADDED, output="Node 20 or newer.")))
+    assert set(one) == {"answer", "answer:null"}
+
+
+def test_answer_relevancy_levels_are_the_softmax_of_the_fitted_class_scores(scripted):
+    judge = scripted(lambda state, q: [0.8, 0.2])
+    res = (
+        evaluate(judge, [dict(PADDED, output="Node 20.")], ["answer_relevancy"]).results[0].results["answer_relevancy"]
+    )
+    classes = default_registry().get("answer_relevancy").classes
+    z = [
+        classes[str(k)].intercept + sum(w * res.x_features[f] for f, w in classes[str(k)].weights.items())
+        for k in range(4)
+    ]
+    expected = [math.exp(v) / sum(math.exp(u) for u in z) for v in z]
+    assert [res.probabilities[str(k)] for k in range(4)] == pytest.approx(expected)
+    # P(yes) 0.8 everywhere, the null output included: every _rel feature is 0, pad 0 (one sentence)
+    assert res.x_features == pytest.approx(
+        {"answers": math.log(4), "answers_rel": 0, "complete": math.log(4), "complete_rel": 0, "pad": 0}
+    )
+    level = sum(k * p for k, p in enumerate(expected))
+    assert res.score == pytest.approx(level / 3) and res.label == f"{math.floor(level * 10) / 10:.1f} / 3"
+
+
+def test_answer_relevancy_padding_lowers_the_level(scripted):
+    """An answer the whole-answer probes call relevant (P(yes) 0.9 against 0.1 for the
+    content-free output, as on a good WikiEval answer): a sentence that helps much less than the
+    best one (P(yes) 0.1 against 0.9) lowers its level: the fitted classes' ``pad`` weights."""
+
+    def answers(state, q):
+        low = "N/A" in str(state) or ("As background" in str(state) and "text in the state" in q.instructions)
+        return [0.1, 0.9] if low else [0.9, 0.1]
+
+    judge = scripted(answers)
+    focused_output = "Node 20 or newer. It needs at least that version."
+    run = evaluate(judge, [PADDED, dict(PADDED, output=focused_output)], ["answer_relevancy"])
+    padded, focused = (r.results["answer_relevancy"] for r in run.results)
+    assert padded.x_features["pad"] == pytest.approx(2 * math.log(9)) and focused.x_features["pad"] == 0
+    assert padded.x_features["answers_rel"] == pytest.approx(2 * math.log(9))
+    assert padded.score < focused.score and padded.passed is False and focused.passed is True
+    assert padded.label.endswith("/ 3") and len(padded.details) == 2
+
+
+def test_chunk_support_asks_per_claim_and_a_chunk_is_judged_by_the_claim_it_speaks_to(scripted):
+    item = {"output": "The office is in Berlin; it opened in 2019.", "context": ["It opened in 2019.", "Dogs bark."]}
+    defn = default_registry().get("chunk_support")
+    groups = build_groups(defn, Item.model_validate(item))
+    asked = [q.instructions for q in groups[chunk_group(0)][1].values()]
+    assert len(asked) == 2 * 3 and any('"it opened in 2019."' in a for a in asked)
+    assert any('"The office is in Berlin"' in a for a in asked)
+
+    def answers(state, q):
+        shows = "2019" in str(state) and '"it opened in 2019."' in q.instructions and "is true" in q.instructions
+        return [0.95, 0.05] if shows else [0.2, 0.8]
+
+    res = evaluate(scripted(answers), [item], ["chunk_support"]).results[0].results["chunk_support"]
+    first, second = res.details
+    assert first.label == "supports" and first.x_features["claim"] == 1
+    assert second.label != "supports"
