@@ -1,4 +1,11 @@
-"""Write the generated reference pages from the code: ``docs/reference/cli.md`` from the CLI's argparse parsers.
+"""Write the generated reference pages from the code.
+
+- ``docs/reference/cli.md``: the CLI's argparse parsers.
+- ``docs/reference/configuration.md``: the fields of the configuration dataclasses (type, default
+  and the docstring under each field, or the class docstring's ``Attributes:`` entry, or a pydantic
+  ``Field`` description) and the environment variables the package reads or sets.
+- ``docs/reference/errors.md``: the exception tree under ``LogitJudgeError`` with each class's
+  docstring summary, ``error_type`` and the HTTP status the server's status table gives it.
 
 ::
 
@@ -8,19 +15,47 @@
 Every ``--help`` text comes from :func:`logitjudge.cli.build_parser`, formatted at a fixed width
 so that the page does not depend on the terminal. argparse's layout differs between Python minor
 versions, so the page records the version it was generated with and the freshness test compares
-only under that version.
+only under that version. The other pages do not depend on the Python version.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
+import importlib
+import inspect
+import io
+import json
 import os
+import re
 import sys
+import tokenize
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 DOCS = Path(__file__).resolve().parent
 CLI_PAGE = DOCS / "reference" / "cli.md"
+CONFIG_PAGE = DOCS / "reference" / "configuration.md"
+ERRORS_PAGE = DOCS / "reference" / "errors.md"
+PACKAGE = DOCS.parent / "logitjudge"
 WIDTH = 100
+
+CONFIG_MODULES = ("logitjudge.engine.config", "logitjudge.server.config", "logitjudge.settings")
+"""Where the configuration classes live: every dataclass or pydantic model these modules export."""
+ENV_MODULE = "logitjudge.settings"
+"""The module whose docstring table documents every ``LOGITJUDGE_*`` variable."""
+ERROR_BASE = ("logitjudge.errors", "LogitJudgeError")
+SERVER_ERRORS = "logitjudge.server.errors"
+CLIENT_PACKAGE = "logitjudge.cli."
+"""Errors defined here are raised by the command-line client, never answered by the server."""
+
+
+def _import(module: str) -> Any:
+    if str(DOCS.parent) not in sys.path:  # document this checkout, not another installed copy
+        sys.path.insert(0, str(DOCS.parent))
+    return importlib.import_module(module)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -66,7 +101,537 @@ def render_cli() -> str:
     return "\n".join(parts) + "\n"
 
 
-PAGES = {CLI_PAGE: render_cli}
+# -- shared text helpers ---------------------------------------------------------------------
+
+_ROLE = re.compile(r":(?:py:)?(?:class|data|attr|meth|func|mod|exc|obj):`(~?)([^`]+)`")
+
+
+def _md(text: str) -> str:
+    """reStructuredText of a docstring as Markdown: roles and ``literals`` to `code`."""
+    text = _ROLE.sub(lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", text)
+    return text.replace("``", "`")
+
+
+def _cell(text: str) -> str:
+    """One table cell: a paragraph on one line (`_table` escapes the pipes)."""
+    return " ".join(_md(text).split())
+
+
+def _paragraphs(doc: str | None) -> list[str]:
+    """A docstring's paragraphs (dedented, blank-line separated)."""
+    return [p.strip() for p in inspect.cleandoc(doc or "").split("\n\n") if p.strip()]
+
+
+def _summary(doc: str | None) -> str:
+    """A docstring's first paragraph, on one line."""
+    paragraphs = _paragraphs(doc)
+    return _cell(paragraphs[0]) if paragraphs else ""
+
+
+def _section(doc: str | None, title: str) -> dict[str, str]:
+    """A Google-style docstring section (``Attributes:``): name -> its text, continuation lines joined."""
+    out: dict[str, str] = {}
+    lines = inspect.cleandoc(doc or "").splitlines()
+    inside, name, indent = False, "", 0
+    for line in lines:
+        stripped = line.strip()
+        if stripped == f"{title}:":
+            inside, indent = True, len(line) - len(line.lstrip())
+            continue
+        if not inside:
+            continue
+        depth = len(line) - len(line.lstrip())
+        if stripped and depth <= indent:
+            break  # the next section, or prose after the section
+        match = re.match(r"(\w+)(?: \([^)]*\))?: (.*)", stripped)
+        if match and depth == indent + 4:
+            name = match.group(1)
+            out[name] = match.group(2)
+        elif name and stripped:
+            out[name] += " " + stripped
+    return out
+
+
+def _source(module: Any) -> str:
+    return Path(module.__file__).read_text(encoding="utf-8")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows),
+    ]
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def _is_config_class(obj: Any, module: Any) -> bool:
+    if not isinstance(obj, type) or obj.__module__ != module.__name__:
+        return False
+    return dataclasses.is_dataclass(obj) or hasattr(obj, "model_fields")
+
+
+def _field_docstrings(cls: type) -> dict[str, str]:
+    """The string literal under each annotated field of ``cls``'s own class body."""
+    module = sys.modules[cls.__module__]
+    if getattr(module, "__file__", None) is None:  # defined interactively: no source to read
+        return {}
+    for node in ast.walk(ast.parse(_source(module))):
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            docs = {}
+            for before, after in zip(node.body, node.body[1:]):
+                if (
+                    isinstance(before, ast.AnnAssign)
+                    and isinstance(before.target, ast.Name)
+                    and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)
+                ):
+                    docs[before.target.id] = after.value.value
+            return docs
+    return {}
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, str):  # ``from __future__ import annotations``: as written
+        return annotation
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _default(value: Any) -> str:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and value == type(value)():
+        return f"{type(value).__name__}()"
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, int) and abs(value) >= 10_000:
+        return f"{value:_}"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _config_fields(cls: type) -> list[list[str]]:
+    """Rows (field, type, default, meaning) of the fields ``cls`` itself declares."""
+    attributes = _section(cls.__doc__, "Attributes")
+    own = _field_docstrings(cls)
+    rows = []
+    if dataclasses.is_dataclass(cls):
+        inherited = {
+            f.name for base in cls.__mro__[1:] if dataclasses.is_dataclass(base) for f in dataclasses.fields(base)
+        }
+        for f in dataclasses.fields(cls):
+            if f.name in inherited or not f.init:
+                continue
+            if f.default is not dataclasses.MISSING:
+                default = _default(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                default = _default(f.default_factory())
+            else:
+                default = "(required)"
+            meaning = _resolve_data(own.get(f.name) or attributes.get(f.name) or "", sys.modules[cls.__module__])
+            rows.append([f"`{f.name}`", f"`{_type_name(f.type)}`", f"`{default}`", _cell(meaning)])
+    else:  # a pydantic model
+        for name, info in cls.model_fields.items():  # type: ignore[attr-defined]
+            default = "(required)" if info.is_required() else _default(info.get_default(call_default_factory=True))
+            meaning = info.description or own.get(name) or attributes.get(name) or ""
+            meaning = _resolve_data(meaning, sys.modules[cls.__module__])
+            rows.append([f"`{name}`", f"`{_type_name(info.annotation)}`", f"`{default}`", _cell(meaning)])
+    for row in rows:
+        if not row[3]:
+            raise SystemExit(f"{cls.__module__}.{cls.__name__}.{row[0].strip('`')} has no documentation")
+    return rows
+
+
+def _class_prose(cls: type) -> list[str]:
+    """The class docstring's paragraphs without its ``Attributes:`` section, as Markdown."""
+    out = []
+    for paragraph in _paragraphs(cls.__doc__):
+        if paragraph.lstrip().startswith("Attributes:"):
+            continue
+        out.append(" ".join(_md(paragraph).split()))
+    return out
+
+
+def _config_classes() -> list[type]:
+    classes = []
+    for name in CONFIG_MODULES:
+        module = _import(name)
+        for attr in getattr(module, "__all__", sorted(vars(module))):
+            obj = getattr(module, attr)
+            if _is_config_class(obj, module):
+                classes.append(obj)
+    return classes
+
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _comments(source: str) -> dict[int, tuple[str, bool]]:
+    """Line -> (comment text, whether the line holds nothing but the comment)."""
+    out = {}
+    lines = source.splitlines()
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            row = tok.start[0]
+            out[row] = (tok.string.lstrip("#").strip(), lines[row - 1].strip().startswith("#"))
+    return out
+
+
+def _comment_for(node: ast.stmt, function: _Function | None, comments: dict[int, tuple[str, bool]]) -> str:
+    """What the code says about ``node``: the comment block above it (within its function) and its
+    own trailing comment; else its function's docstring summary."""
+    parts = []
+    start = function.lineno if function is not None else 0
+    row = node.lineno - 1
+    while row > start and not (row in comments and comments[row][1]):
+        row -= 1  # skip code (and other statements' trailing comments) up to the nearest comment block
+    block: list[str] = []
+    while row > start and row in comments and comments[row][1]:
+        block.insert(0, comments[row][0])
+        row -= 1
+    if block:
+        parts.append(" ".join(block))
+    trailing = comments.get(node.lineno)
+    if trailing and not trailing[1]:
+        parts.append(trailing[0][:1].upper() + trailing[0][1:] + ("" if trailing[0].endswith(".") else "."))
+    if not parts and function is not None:
+        parts.append(_summary(ast.get_docstring(function)))
+    return " ".join(parts)
+
+
+def _is_environ(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "environ" and getattr(node.value, "id", None) == "os"
+
+
+def _expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """The expression nodes of ``stmt`` itself, not those of the statements nested in it."""
+    stack: list[ast.AST] = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt))
+
+
+def _literal(node: ast.expr) -> str:
+    """A value as the page shows it: a string constant in double quotes, else the source."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return json.dumps(node.value)
+    return ast.unparse(node)
+
+
+def _module_strings(tree: ast.Module, name: str) -> tuple[str, ...]:
+    """The value of a module-level tuple of string constants ``name``."""
+    for node in tree.body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:  # type: ignore[attr-defined]
+            return tuple(ast.literal_eval(node.value))  # type: ignore[attr-defined]
+    return ()
+
+
+def _environment_uses() -> Iterator[tuple[str, str, str, str, bool, str]]:
+    """(variable, file, kind "read"/"set", value, user's value kept, meaning) of every ``os.environ``
+    / ``os.getenv`` use with a known name in the package, in file and line order."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield from _file_environment_uses(path)
+
+
+def _file_environment_uses(path: Path) -> Iterator[tuple[str, str, str, str, bool, str]]:
+    """:func:`_environment_uses` of one file."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    comments = _comments(source)
+    rel = str(path.relative_to(DOCS.parent))
+
+    def walk(node: ast.AST, function: _Function | None, loops: dict[str, tuple[str, ...]]) -> Iterator[Any]:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            function = node
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Name):
+            loops = {**loops, node.target.id: _module_strings(tree, node.iter.id)}
+        if isinstance(node, ast.stmt):
+            yield from uses(node, function, loops)
+        for child in ast.iter_child_nodes(node):
+            yield from walk(child, function, loops)
+
+    def names(arg: ast.expr, loops: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return (arg.value,)
+        if isinstance(arg, ast.Name):
+            return loops.get(arg.id, ())
+        return ()
+
+    def uses(stmt: ast.stmt, function: _Function | None, loops: dict[str, tuple[str, ...]]) -> Iterator[Any]:
+        for n in _expressions(stmt):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
+                if (
+                    _is_environ(n.func.value)
+                    and n.func.attr == "get"
+                    or (n.func.attr == "getenv" and getattr(n.func.value, "id", None) == "os")
+                ):
+                    for name in names(n.args[0], loops):
+                        yield name, rel, "read", "", True, ""
+                elif _is_environ(n.func.value) and n.func.attr == "setdefault" and len(n.args) == 2:
+                    for name in names(n.args[0], loops):
+                        meaning = _comment_for(stmt, function, comments)
+                        yield name, rel, "set", _literal(n.args[1]), True, meaning
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Subscript) and _is_environ(target.value):
+                    for name in names(target.slice, loops):
+                        meaning = _comment_for(stmt, function, comments)
+                        yield name, rel, "set", _literal(stmt.value), False, meaning
+
+    yield from walk(tree, None, {})
+
+
+def _settings_table() -> dict[str, tuple[str, str]]:
+    """variable -> (meaning, default) from the table in the settings module's docstring."""
+    module = _import(ENV_MODULE)
+    rows = {}
+    for line in (module.__doc__ or "").splitlines():
+        match = re.match(r"\|\s*``(\w+)``\s*\|(.*)\|(.*)\|\s*$", line)
+        if match:
+            rows[match.group(1)] = (match.group(2).strip(), match.group(3).strip())
+    return rows
+
+
+def _resolve_data(text: str, module: Any) -> str:
+    """``:data:`NAME``` of ``module`` -> the name and its value, for constants a reader cannot look up."""
+
+    def value(m: re.Match[str]) -> str:
+        found = getattr(module, m.group(1), None)
+        if isinstance(found, (str, int, float)) and not isinstance(found, bool):
+            return f"``{m.group(1)}`` (``{found}``)"
+        if isinstance(found, tuple) and found and all(isinstance(v, str) for v in found):
+            return f"``{m.group(1)}`` (" + ", ".join(f"``{v}``" for v in found) + ")"
+        return m.group(0)
+
+    return re.sub(r":data:`(\w+)`", value, text)
+
+
+def render_configuration() -> str:
+    """The configuration reference: each configuration class's fields, then the environment."""
+    parts = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated by docs/gen_reference.py from the configuration classes; do not edit by hand. -->",
+        "",
+        "The engine, the scheduler and the server each take one typed, frozen configuration. Every default",
+        "is defined once, in these classes; `Judge.load(...)`, `create_app(...)` and the CLI flags",
+        "([CLI reference](cli.md)) read their defaults from here. Out-of-range values are refused when the",
+        "configuration is built.",
+    ]
+    classes = _config_classes()
+    parts += ["", "Classes: " + ", ".join(f"[`{c.__name__}`](#{c.__name__.lower()})" for c in classes) + "."]
+    for cls in classes:
+        parts += ["", f"## {cls.__name__}", "", f"`{cls.__module__}.{cls.__name__}`", ""]
+        for paragraph in _class_prose(cls):
+            parts += [paragraph, ""]
+        bases = [b for b in cls.__mro__[1:-1] if b in classes]
+        if bases:
+            links = ", ".join(f"[`{b.__name__}`](#{b.__name__.lower()})" for b in bases)
+            parts += [f"It also takes every field of {links}.", ""]
+        parts += _table(["field", "type", "default", "meaning"], _config_fields(cls))
+
+    settings = _import(ENV_MODULE)
+    documented = _settings_table()
+    uses = list(_environment_uses())
+    read_in: dict[str, list[str]] = {}
+    for name, rel, kind, *_ in uses:
+        if kind == "read" and name.startswith("LOGITJUDGE_") and rel not in read_in.setdefault(name, []):
+            read_in[name].append(rel)
+    missing = sorted(set(read_in) - set(documented))
+    if missing:
+        raise SystemExit(f"undocumented environment variables {missing}: add them to the table in {ENV_MODULE}")
+    parts += [
+        "",
+        "## Environment variables",
+        "",
+        "The variables logitjudge reads (only when a function needs them, never at import):",
+        "",
+    ]
+    rows = [
+        [
+            f"`{name}`",
+            _cell(meaning),
+            _cell(_resolve_data(default, settings)),
+            ", ".join(f"`{r}`" for r in read_in.get(name, [])),
+        ]
+        for name, (meaning, default) in documented.items()
+    ]
+    parts += _table(["variable", "meaning", "default", "read in"], rows)
+
+    set_rows: dict[str, list[str]] = {}
+    for name, rel, kind, value, kept, meaning in uses:
+        if kind != "set" or name.startswith("LOGITJUDGE_") or name in set_rows:
+            continue
+        set_rows[name] = [f"`{name}`", f"`{value}`", "yes" if kept else "no", _cell(meaning), f"`{rel}`"]
+    parts += [
+        "",
+        "The variables logitjudge sets for the libraries it runs (the Hugging Face hub, vLLM), before they",
+        'read them. Where "your value is kept" says yes, a value you set yourself wins.',
+        "",
+    ]
+    parts += _table(
+        ["variable", "value", "your value is kept", "why", "set in"], [set_rows[n] for n in sorted(set_rows)]
+    )
+    return "\n".join(parts) + "\n"
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def _error_modules() -> list[str]:
+    """Modules of the package that define a subclass (at any depth) of the base error, found in
+    the source so that a new error module is documented without being listed here."""
+    defined: dict[str, tuple[str, list[str]]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(DOCS.parent).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+                defined.setdefault(node.name, (module, bases))
+    tree_names = {ERROR_BASE[1]}
+    changed = True
+    while changed:
+        changed = False
+        for name, (_module, bases) in defined.items():
+            if name not in tree_names and tree_names & set(bases):
+                tree_names.add(name)
+                changed = True
+    return sorted({defined[name][0] for name in tree_names if name in defined})
+
+
+def _error_classes() -> list[tuple[type, int]]:
+    """(class, depth) of the tree in depth-first order; a class with two bases sits under its first."""
+    for module in _error_modules():
+        _import(module)
+    base = getattr(_import(ERROR_BASE[0]), ERROR_BASE[1])
+
+    def line(cls: type) -> int:
+        return inspect.getsourcelines(cls)[1]
+
+    def children(cls: type) -> list[type]:
+        found = {c for c in _all_subclasses(base) if c.__bases__[0] is cls and c.__module__.startswith("logitjudge.")}
+        return sorted(found, key=lambda c: (c.__module__ != ERROR_BASE[0], c.__module__, line(c)))
+
+    out: list[tuple[type, int]] = []
+
+    def visit(cls: type, depth: int) -> None:
+        out.append((cls, depth))
+        for child in children(cls):
+            visit(child, depth + 1)
+
+    visit(base, 0)
+    return out
+
+
+def _all_subclasses(cls: type) -> set[type]:
+    found: set[type] = set()
+    stack: list[type] = [cls]
+    while stack:
+        subclasses: list[type] = stack.pop().__subclasses__()
+        for sub in subclasses:
+            if sub not in found:
+                found.add(sub)
+                stack.append(sub)
+    return found
+
+
+def _status_table_when(server: Any) -> dict[str, str]:
+    """Class name -> the "when" column of the status table in the server errors module's docstring
+    (its reStructuredText table); the row "any other exception" is ``Exception``'s."""
+    lines = (server.__doc__ or "").splitlines()
+    rules = [i for i, line in enumerate(lines) if re.fullmatch(r"=+( +=+)+", line.strip())]
+    if len(rules) < 3:
+        return {}
+    starts = [m.start() for m in re.finditer(r"=+", lines[rules[0]])]
+    out: dict[str, str] = {}
+    for line in lines[rules[1] + 1 : rules[2]]:
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+        if not cells[0] or not cells[-1]:
+            continue
+        names = ["Exception"] if cells[0] == "any other exception" else [n.strip() for n in cells[0].split(",")]
+        for name in names:
+            out.setdefault(name, _cell(cells[-1]))
+    return out
+
+
+def render_errors() -> str:
+    """The errors reference: the tree, then one row per class with its wire form and HTTP status."""
+    server = _import(SERVER_ERRORS)
+    invalid = _import("logitjudge.errors").InvalidRequestError
+    classes: list[tuple[Any, int]] = _error_classes()  # classes of the tree: error_type, detail_type
+    in_tree = {cls for cls, _ in classes}
+
+    tree = []
+    for cls, depth in classes:
+        tree.append(("    " * depth + cls.__name__).ljust(40) + f"{cls.__module__}")
+    rows = []
+    for cls, _depth in classes:
+        status: str
+        if cls.__module__.startswith(CLIENT_PACKAGE):
+            status = "not served (raised by the CLI client)"
+        elif cls in server.LOAD_TIME_ONLY:
+            status = "not served (raised while loading a model)"
+        else:
+            status = str(next(code for row, code in server.STATUS_TABLE if issubclass(cls, row)))
+        if issubclass(cls, invalid) and not cls.__module__.startswith(CLIENT_PACKAGE):
+            wire = "`detail[]`" + (f" (`type`: `{cls.detail_type}`)" if "detail_type" in vars(cls) else "")
+        else:
+            wire = f"`{cls.error_type}`"
+        bases = ", ".join(f"`{b.__name__}`" for b in cls.__bases__)
+        retryable = getattr(cls, "retryable", None)
+        retry = "" if retryable is None else "yes" if retryable else "no"
+        rows.append([f"`{cls.__name__}`", bases, wire, status, retry, _summary(cls.__doc__)])
+    when = _status_table_when(server)
+    others = [
+        [f"`{row.__name__}`", f"`{row.__module__}`", str(code), when.get(row.__name__, "")]
+        for row, code in server.STATUS_TABLE
+        if row not in in_tree
+    ]
+    parts = [
+        "# Errors reference",
+        "",
+        "<!-- Generated by docs/gen_reference.py from the exception classes; do not edit by hand. -->",
+        "",
+        "Every error logitjudge raises is a `LogitJudgeError` (importable from `logitjudge`). A",
+        "`RequestError` is the caller's: fix the request, do not retry it unchanged. An `EngineError` is",
+        "not the caller's; the `retryable` ones may be retried after their `retry_after` seconds.",
+        "",
+        "The server answers an error with one of two JSON bodies ([HTTP API](http.md)):",
+        "",
+        '- `{"detail": {"error_type": ..., "message": ...}}`, where `error_type` is the class\'s below;',
+        '- the validation shape `{"detail": [{"loc": ["body", ...], "msg": ..., "type": ...}]}`, for the',
+        "  errors marked `detail[]` below (status 422, as for a body that does not match the schema).",
+        "",
+        "## Tree",
+        "",
+        "A class with two bases is shown under its first; the table lists both.",
+        "",
+        "```",
+        *tree,
+        "```",
+        "",
+        "## Classes",
+        "",
+    ]
+    parts += _table(["error", "bases", "error_type", "HTTP status", "retryable", "meaning"], rows)
+    parts += [
+        "",
+        "## Other server responses",
+        "",
+        "Statuses the server gives to exceptions outside the tree:",
+        "",
+    ]
+    parts += _table(["exception", "module", "HTTP status", "meaning"], others)
+    return "\n".join(parts) + "\n"
+
+
+PAGES = {CLI_PAGE: render_cli, CONFIG_PAGE: render_configuration, ERRORS_PAGE: render_errors}
 
 
 def generated_python(page: Path) -> str | None:
