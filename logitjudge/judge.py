@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from logitjudge.contract import systemone as schemas
 from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.convert import answer_to_wire, question_to_engine, wire_to_engine
-from logitjudge.engine.config import EngineConfig, VllmConfig
+from logitjudge.engine.config import EVALUATOR_ROTATIONS, SYSTEMONE_ROTATIONS, EngineConfig, VllmConfig
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
 
@@ -57,12 +57,21 @@ class Judge:
     Args:
         engine: a loaded :class:`logitjudge.engine.core.Engine`.
         default_rotations: option-order rotations for choice/score questions when a request does
-            not say (1 = off).
+            not say (1 = a single order), on both APIs. ``None`` (the default): System One questions
+            get :data:`~logitjudge.engine.config.SYSTEMONE_ROTATIONS` (every cyclic rotation of up
+            to 8 options), the evaluators' questions
+            :data:`~logitjudge.engine.config.EVALUATOR_ROTATIONS` (1).
+
+    Attributes:
+        default_rotations: the evaluators' rotations (what the rubric runner asks with).
+        systemone_rotations: the rotations of a ``POST /v1/systemone`` / :meth:`ask` request
+            without ``x_rotations``.
     """
 
-    def __init__(self, engine: Any, *, default_rotations: int = 1) -> None:
+    def __init__(self, engine: Any, *, default_rotations: int | None = None) -> None:
         self.engine = engine
-        self.default_rotations = default_rotations
+        self.default_rotations = EVALUATOR_ROTATIONS if default_rotations is None else default_rotations
+        self.systemone_rotations = SYSTEMONE_ROTATIONS if default_rotations is None else default_rotations
 
     @classmethod
     def load(
@@ -76,7 +85,7 @@ class Judge:
         max_state_tokens: int | None = None,
         max_request_tokens: int | None = None,
         self_check: bool | None = None,
-        default_rotations: int = 1,
+        default_rotations: int | None = None,
         calibration: str | Path | None = "shipped",
         attn: str | None = None,
         max_row_tokens: int | None = None,
@@ -106,7 +115,10 @@ class Judge:
                 capped by the model's own context).
             max_request_tokens: budget for the state plus all questions (default 65,536).
             self_check: compare the strategy with separate passes at load; refuse on mismatch.
-            default_rotations: option-order rotations for choice/score questions (1 = off).
+            default_rotations: option-order rotations for choice/score questions on both APIs
+                (1 = a single order, today's answers before rotations became the default); ``None``:
+                every cyclic rotation of up to 8 options for System One questions
+                (:data:`~logitjudge.engine.config.SYSTEMONE_ROTATIONS`), 1 for the evaluators'.
             calibration: ``"shipped"`` (default: the calibration shipped for this very engine,
                 if any: :func:`logitjudge.engine.calibration.shipped_for`), ``"none"`` or ``None``
                 (raw distributions), or a calibration file (``logitjudge calibrate``) to apply
@@ -201,7 +213,7 @@ class Judge:
 
     def to_engine(self, req: schemas.SystemOneRequest) -> EngineRequest:
         """Wire request -> engine request (see :func:`wire_to_engine`)."""
-        return wire_to_engine(req, default_rotations=self.default_rotations)
+        return wire_to_engine(req, default_rotations=self.systemone_rotations)
 
     def to_response(self, req: schemas.SystemOneRequest, result: EngineResult) -> schemas.SystemOneResponse:
         """Engine result -> wire response, keyed by the request's question ids in request order."""
@@ -292,4 +304,8 @@ class Judge:
 
     def describe(self) -> dict[str, Any]:
         """Model, device, dtype, strategy and limits, for ``/healthz`` and benchmark records."""
-        return {**self.engine.describe(), "default_rotations": self.default_rotations}
+        return {
+            **self.engine.describe(),
+            "default_rotations": self.default_rotations,
+            "systemone_rotations": self.systemone_rotations,
+        }

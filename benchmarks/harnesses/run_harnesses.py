@@ -123,9 +123,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(model: str | None, port: int, log: Path, *, strict: bool, timeout: float = 600.0) -> Iterator[dict[str, Any]]:
-    """Run ``logitjudge serve`` on ``port`` until the block ends; yields what describes it
-    (command, ``/healthz``, ``/v1/models``, start-up seconds).
+def serve(
+    model: str | None,
+    port: int,
+    log: Path,
+    *,
+    strict: bool,
+    timeout: float = 600.0,
+    extra: Sequence[str] = (),
+) -> Iterator[dict[str, Any]]:
+    """Run ``logitjudge serve`` on ``port`` (with ``extra`` flags) until the block ends; yields what
+    describes it (command, ``/healthz``, ``/v1/models``, start-up seconds).
 
     Raises:
         RuntimeError: the server exited or did not answer ``/healthz`` within ``timeout`` seconds.
@@ -135,6 +143,7 @@ def serve(model: str | None, port: int, log: Path, *, strict: bool, timeout: flo
         cmd += ["--model", model]
     if strict:
         cmd.append("--strict-wire")
+    cmd += list(extra)
     log.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with log.open("wb") as out:

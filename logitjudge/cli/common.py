@@ -23,6 +23,7 @@ from logitjudge.engine.config import (
     DISTRIBUTED_EXECUTORS,
     PROMPT_VERSIONS,
     STRATEGIES,
+    SYSTEMONE_ROTATIONS,
     EngineConfig,
     VllmConfig,
 )
@@ -125,7 +126,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         "--rotations",
         type=positive_int,
         default=None,
-        help="option-order rotations for choice/score questions when a request has no x_rotations (default 1 = off)",
+        help="option-order rotations for choice/score questions when a request has no x_rotations, on both APIs "
+        f"(1 = a single order; default: every cyclic rotation of up to {SYSTEMONE_ROTATIONS} options for "
+        "System One questions, 1 for the evaluators')",
     )
     p.add_argument(
         "--backend",

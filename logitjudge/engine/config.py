@@ -29,7 +29,16 @@ from typing import Any
 
 from logitjudge.errors import UnsupportedModelError
 
-__all__ = ["EngineConfig", "SchedulerConfig", "VllmConfig", "STRATEGIES", "ATTN_CHOICES", "BACKENDS"]
+__all__ = [
+    "EngineConfig",
+    "SchedulerConfig",
+    "VllmConfig",
+    "STRATEGIES",
+    "ATTN_CHOICES",
+    "BACKENDS",
+    "SYSTEMONE_ROTATIONS",
+    "EVALUATOR_ROTATIONS",
+]
 
 STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
 """The runner's strategies (``logitjudge.engine.runner``); ``auto`` picks one per model."""
@@ -39,6 +48,23 @@ ATTN_CHOICES = ("auto", "eager", "sdpa", "flex_attention")
 
 PROMPT_VERSIONS = ("lj-prompt-1.1", "lj-prompt-2")
 """The selectable prompt templates (``logitjudge.engine.prompt.TEMPLATES`` has their words)."""
+
+SYSTEMONE_ROTATIONS = 8
+"""Option-order rotations of a System One choice or score question when neither the request
+(``x_rotations``) nor the server (``--rotations``, ``Judge.load(default_rotations=...)``) says.
+The engine caps rotations at a question's option count, so a question of up to 8 options or
+levels is asked in every cyclic rotation of its order, as branches over the one state prefix, and
+the distributions are averaged: the answer is then exactly the same for every cyclic rotation of
+the request's order, and the label and position prior is averaged out. A longer menu gets 8
+rotations (approximately invariant). Chosen by ``benchmarks/coherence.py`` (coherence, accuracy and
+tokens of rotations, a per-request prior correction and a letter-free readout, side by side;
+``benchmarks/results/coherence-smollm2-135m-instruct.md``). ``1`` restores the single order."""
+
+EVALUATOR_ROTATIONS = 1
+"""Option-order rotations of the evaluators' choice and score questions (``POST /api/v1/evaluate``,
+``logitjudge evaluate``) when the server or CLI does not say: their thresholds, shipped
+calibrations and fitted coefficients were measured on single-order answers, so they stay there
+unless ``--rotations`` asks otherwise."""
 
 BACKENDS = ("transformers", "vllm")
 """What turns token-id prompts into label log-probs: our runner on a transformers model, or vLLM

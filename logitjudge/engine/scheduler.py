@@ -87,9 +87,11 @@ def estimate_tokens(request: EngineRequest) -> int:
     """
     chars = _REQUEST_OVERHEAD_CHARS + _text_chars(request.state)
     for q in request.questions:
-        chars += _QUESTION_OVERHEAD_CHARS + _text_chars(q.instructions)
+        branch = _QUESTION_OVERHEAD_CHARS + _text_chars(q.instructions)
         for opt in q.options:
-            chars += _OPTION_OVERHEAD_CHARS + len(opt.name) + _text_chars(opt.description)
+            branch += _OPTION_OVERHEAD_CHARS + len(opt.name) + _text_chars(opt.description)
+        views = 1 if q.type in ("noul", "continuation") else max(1, min(q.rotations, len(q.options)))
+        chars += branch * views  # each rotation is a branch of its own (PromptBuilder.views)
     return chars // 4 + 1
 
 
