@@ -428,7 +428,11 @@ def markdown(rec: dict[str, Any]) -> str:
             f"{s['max_tv_cyclic']:.1e} | {_f(s['pass_permutation'])} | {_f(s['pass_irrelevant'])} | "
             f"{_f(s['pass_remove'])} | {_f(s['pass_pair'])} |"
         )
+    if rec["coherence"].get("note"):
+        lines += ["", rec["coherence"]["note"] + "."]
     lines += ["", "## Accuracy (every typed choice and score row; exact)", ""]
+    if rec["accuracy"].get("note"):
+        lines += [rec["accuracy"]["note"] + ".", ""]
     lines += ["| set:type | n | " + " | ".join(METHODS) + " |", "|---|--:|" + "--:|" * len(METHODS)]
     for g, s in rec["accuracy"]["groups"].items():
         lines.append(f"| {g} | {s['n']} | " + " | ".join(_f(s[m]) for m in METHODS) + " |")
