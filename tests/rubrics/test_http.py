@@ -137,8 +137,9 @@ def test_batch_form_with_summary_and_per_item_missing_field(client):
     assert metrics["accuracy"]["value"] == 1.0
     assert metrics["precision"]["value"] is None and metrics["precision"]["reason"]
     # per item: its request, faithfulness's twin without context, each chunk alone and the null chunk
-    # (chunk_relevance and chunk_support v2); context_entity_recall is skipped (no `expected`)
-    assert out["usage"]["requests"] == 4 + 5
+    # (chunk_relevance and chunk_support v2+); answer_relevancy v2's output alone and its content-free
+    # output (one-sentence outputs: no sentence requests); context_entity_recall is skipped (no `expected`)
+    assert out["usage"]["requests"] == 4 + 5 + 2 * 2
 
     body["items"].append({"id": "c", "input": "q"})
     r = client.post(URL, json=body)
