@@ -127,7 +127,7 @@ def test_answer_relevancy_page_example(scripted):
         "includes TypeScript "
         "declarations, and many teams also use pnpm.",
     }
-    r = _one(scripted(lambda s, q: [0.0, 0.06, 0.66, 0.28]), item, "answer_relevancy")
+    r = _one(scripted(lambda s, q: [0.0, 0.06, 0.66, 0.28]), item, "answer_relevancy@1")
     assert r.score == pytest.approx(2.22 / 3)
     assert r.label == "2.2 / 3"
     assert r.confidence == pytest.approx(0.66)  # 1 - (0.06 + 0.28) / D(4)=1
@@ -155,7 +155,7 @@ def test_context_entity_recall_page_example(scripted):
 
 NOUL_EVALUATORS = ["possible"]  # faithfulness (contrast): test_faithfulness_scores_the_contrast
 RUBRIC_EVALUATORS = [
-    "answer_relevancy",
+    "answer_relevancy@1",  # version 2 probes the output (test_v2_evaluators.py)
     "context_entity_recall@1",  # version 2 counts entities (test_v2_evaluators.py)
     "answer_correctness",
     "context_recall",
@@ -317,7 +317,7 @@ def test_score_answers_reads_typed_answers_with_their_questions():
     assert r.details is not None and r.details[0].label == "contradicts" and r.passed is False
     assert r.details[0].confidence == pytest.approx((0.6 - 1 / 3) / (1 - 1 / 3))
     assert r.details[0].probabilities == pytest.approx(probs)
-    relevancy = reg.get("answer_relevancy")
+    relevancy = reg.versions["answer_relevancy@1"]
     levels = Question("score", "?", tuple(Option(str(i), lv) for i, lv in enumerate(relevancy.levels or ())))
     r = score_answers(relevancy, [Answered(levels, Answer("score", (0.0, 0.06, 0.66, 0.28), 1.0))])
     assert r.score == pytest.approx((0.06 + 2 * 0.66 + 3 * 0.28) / 3) and r.label == "2.2 / 3"
