@@ -37,10 +37,14 @@ def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(
     req, twin, *others = requests
     chunk_states = [f"Passage: {c}" for c in ITEM["context"]] + ["Passage: N/A"]
     assert [r.state for r in others[: len(chunk_states)]] == chunk_states
-    assert all(r.state == {"context": ITEM["context"]} for r in others[len(chunk_states) :])
+    rest = others[len(chunk_states) :]
+    # answer_relevancy v2: the output alone and a content-free output (and each sentence of a longer one)
+    answer_states = [r.state for r in rest if isinstance(r.state, str) and r.state.startswith("Answer: ")]
+    assert "Answer: N/A" in answer_states and f"Answer: {ITEM['output']}" in answer_states
+    assert all(r.state == {"context": ITEM["context"]} for r in rest if r.state not in answer_states)
     # the single-question evaluators over the whole item (the version 2 ones ask elsewhere)
     whole_item = [e for e in default_registry().select(["Everything"]) if not e.definition.chunk_state]
-    whole_item = [e for e in whole_item if e.definition.scoring != "entity_recall"]
+    whole_item = [e for e in whole_item if e.definition.scoring not in ("entity_recall", "answer_probes")]
     assert len(req.questions) == len(whole_item)
     assert req.state == {
         "input": ITEM["input"],
