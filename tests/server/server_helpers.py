@@ -40,3 +40,13 @@ class GatedEngine(ScriptedEngine):
         self.entered.set()
         assert self.gate.wait(timeout=60), "the test never opened the gate"
         return super().run_batch(requests)
+
+
+# An item every RAG evaluator can run on, and a typed choice question (evaluate-API tests).
+RAG = {
+    "input": "What is the refund window?",
+    "output": "You can get a refund within 30 days.",
+    "expected": "30 days.",
+    "context": ["Refunds are accepted within 30 days of delivery.", "Shipping takes 3 to 5 days."],
+}
+QUESTION = {"type": "choice", "instructions": "Which team?", "criteria": {"pay": "money", "ship": "parcels"}}

@@ -10,18 +10,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, ValidationError
+from server_helpers import QUESTION, RAG
 
 from logitjudge.contract.evaluate import EvaluateBatchResponse, EvaluateResponse
 from logitjudge.rubrics.debias import MIN_BATCH
 
 URL = "/api/v1/evaluate"
-RAG = {
-    "input": "What is the refund window?",
-    "output": "You can get a refund within 30 days.",
-    "expected": "30 days.",
-    "context": ["Refunds are accepted within 30 days of delivery.", "Shipping takes 3 to 5 days."],
-}
-QUESTION = {"type": "choice", "instructions": "Which team?", "criteria": {"pay": "money", "ship": "parcels"}}
 
 
 def _post(client: TestClient, body: dict[str, Any]) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from server_helpers import BODY
+from server_helpers import BODY, QUESTION, RAG
 
 from logitjudge import Judge
 from logitjudge.contract.evaluate import EvaluateBatchResponse, EvaluateResponse
@@ -22,13 +22,6 @@ from logitjudge.contract.systemone import SystemOneResponse
 from logitjudge.rubrics.debias import MIN_BATCH
 from logitjudge.server.app import create_app
 
-RAG = {
-    "input": "What is the refund window?",
-    "output": "You can get a refund within 30 days.",
-    "expected": "30 days.",
-    "context": ["Refunds are accepted within 30 days of delivery.", "Shipping takes 3 to 5 days."],
-}
-QUESTION = {"type": "choice", "instructions": "Which team?", "criteria": {"pay": "money", "ship": "parcels"}}
 TYPED_ITEMS = [
     {"id": f"t{i}", "input": "money back please" if i % 3 == 0 else "where is my parcel", "question": QUESTION}
     for i in range(MIN_BATCH + 1)
