@@ -34,7 +34,7 @@ from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PromptBuilder, render_text
-from logitjudge.engine.readout import Readout
+from logitjudge.engine.readout import Distribution, Readout
 from logitjudge.engine.runner import Runner
 from logitjudge.engine.state_cache import StateCache
 from logitjudge.engine.types import (
@@ -385,13 +385,13 @@ class Engine:
         return diff
 
 
-def _answer(qp: QuestionPlan, dist: tuple[list[float], float, float]) -> Answer:
+def _answer(qp: QuestionPlan, dist: Distribution) -> Answer:
     """One question's :class:`Answer` from its final distribution (``readout.distributions``)."""
-    probs, mass, log_mass = dist
+    probs = tuple(dist.probabilities)
     if qp.type != "continuation":
-        return Answer(qp.type, tuple(probs), mass)
+        return Answer(qp.type, probs, dist.option_mass)
     n = len(qp.views[0].labels[0])
-    return Answer(qp.type, tuple(probs), mass, log_likelihood=log_mass, tokens=n)
+    return Answer(qp.type, probs, dist.option_mass, log_likelihood=dist.log_mass, tokens=n)
 
 
 def _check_question(q: Question, i: int) -> None:

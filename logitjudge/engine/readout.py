@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -107,6 +108,25 @@ def logit_transform(config: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     return transform
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """One question's final distribution, as the readout hands it to the engine.
+
+    Attributes:
+        probabilities: one per option, request order, summing to 1 (fp64 values; calibrated
+            where a scaling applies).
+        option_mass: the raw probability mass of the labels (full-vocabulary softmax, mean over
+            views), before calibration; in [0, 1].
+        log_mass: the mean over views of ``logsumexp`` of the labels' log-probabilities (fp64,
+            nats): ``log P(text)`` for a continuation's one label, finite where ``exp`` would
+            underflow.
+    """
+
+    probabilities: list[float]
+    option_mass: float
+    log_mass: float
+
+
 class Readout:
     """Projects read positions onto the LM head.
 
@@ -155,7 +175,7 @@ class Readout:
 
     def final_distributions(
         self, scores: torch.Tensor, labels: list[LabelTerm], plans: Sequence[RequestPlan]
-    ) -> dict[tuple[int, int], tuple[list[float], float, float]]:
+    ) -> dict[tuple[int, int], Distribution]:
         """Every question's final distribution: :func:`distributions`, calibrated by
         :attr:`calibration` where it has a scaling for the question's bucket.
 
@@ -165,7 +185,7 @@ class Readout:
             plans: the planned requests the labels belong to (``LabelTerm.request`` indexes them).
 
         Returns:
-            ``{(request, question): (probabilities in option order, option_mass, log_mass)}``.
+            ``{(request, question): Distribution}``.
         """
         n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
         scalings: dict[tuple[int, int], Scaling] = {}
@@ -192,7 +212,7 @@ def distributions(
     labels: list[LabelTerm],
     n_options: dict[tuple[int, int], int],
     scalings: Mapping[tuple[int, int], Scaling] | None = None,
-) -> dict[tuple[int, int], tuple[list[float], float, float]]:
+) -> dict[tuple[int, int], Distribution]:
     """Per (request, question): the probabilities over its options and the option mass.
 
     Each view's labels are softmaxed among themselves (fp32); views of one question are
@@ -205,10 +225,8 @@ def distributions(
         scalings: the calibration's scaling per (request, question); absent = left as is.
 
     Returns:
-        ``{(request, question): (probabilities in option order, option_mass, log_mass)}``; the
-        mass is the raw label mass, before calibration; ``log_mass`` is the mean over views of
-        ``logsumexp`` of the labels' scores (fp64), i.e. ``log P(text)`` for a continuation
-        question's one label, finite where ``exp`` would underflow.
+        ``{(request, question): Distribution}`` (see :class:`Distribution`: the mass is the raw
+        label mass, before calibration).
     """
     views: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     for k, t in enumerate(labels):
@@ -233,5 +251,5 @@ def distributions(
         scaling = scalings.get(key) if scalings else None
         if scaling is not None:
             final = scale(final, scaling.temperature, scaling.bias)
-        out[key] = (final.tolist(), m / c, lm / c)
+        out[key] = Distribution(final.tolist(), m / c, lm / c)
     return out

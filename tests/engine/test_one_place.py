@@ -164,12 +164,12 @@ def test_a_calibrated_engine_answers_the_readout_stage_called_directly(make_tiny
     direct = readout.distributions(scores, reads.labels, n_options, scalings)  # type: ignore[arg-type]
     raw = readout.distributions(scores, reads.labels, n_options)
     for q, answer in enumerate(got):
-        probs, mass, _ = direct[(0, q)]
+        probs, mass = direct[(0, q)].probabilities, direct[(0, q)].option_mass
         assert list(answer.probabilities) == pytest.approx(probs, abs=1e-12)
         assert answer.option_mass == pytest.approx(mass, abs=1e-12)
         # and that is the calibration's formula applied to the raw readout distribution
-        assert probs == pytest.approx(cal.apply(plan.questions[q].type, raw[(0, q)][0]), abs=1e-12)
-        assert probs != pytest.approx(raw[(0, q)][0], abs=1e-3)  # calibration did something
+        assert probs == pytest.approx(cal.apply(plan.questions[q].type, raw[(0, q)].probabilities), abs=1e-12)
+        assert probs != pytest.approx(raw[(0, q)].probabilities, abs=1e-3)  # calibration did something
 
 
 def test_scale_of_a_batch_equals_each_row_alone_and_the_calibration_formula():
