@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +32,7 @@ import torch
 from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
+from logitjudge.engine.decision import DecisionPromptBuilder, read_decision_settings
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import PromptBuilder, render_text
@@ -124,8 +126,13 @@ class Engine:
         lm.model.eval()
         lm.model.requires_grad_(False)
         self.name = lm.name
-        self.prompt = PromptBuilder(
-            lm.tokenizer, max_single_token_labels=max_single_token_labels, version=config.prompt_version
+        decision = read_decision_settings(lm.source) if Path(lm.source).is_dir() else None
+        self.prompt: PromptBuilder | DecisionPromptBuilder = (
+            DecisionPromptBuilder(lm.tokenizer, decision)
+            if decision is not None
+            else PromptBuilder(
+                lm.tokenizer, max_single_token_labels=max_single_token_labels, version=config.prompt_version
+            )
         )
         self.mask_ignoring = layers_ignore_masks(lm.model.config)
         strategy = config.strategy
@@ -267,8 +274,17 @@ class Engine:
         prefix = tuple(self.prompt.prefix_ids(request.state))
         questions = []
         for q in request.questions:
-            views = self.prompt.views(q)
-            questions.append(QuestionPlan(q.type, views, len(q.options), q.calibrated))
+            if isinstance(self.prompt, DecisionPromptBuilder):
+                plan_q = QuestionPlan(
+                    q.type,
+                    self.prompt.views(q, request.state),
+                    len(q.options),
+                    q.calibrated,
+                    self.prompt.temperature(q.type),
+                )
+            else:
+                plan_q = QuestionPlan(q.type, self.prompt.views(q), len(q.options), q.calibrated)
+            questions.append(plan_q)
         plan = RequestPlan(prefix, tuple(questions))
         longest = max(len(v.branch) + max(len(lab) for lab in v.labels) - 1 for q in questions for v in q.views)
         if len(prefix) + longest > self.max_state_tokens:

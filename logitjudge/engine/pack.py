@@ -35,6 +35,9 @@ class QuestionPlan:
     views: tuple[View, ...]
     n_options: int
     calibrated: bool = True
+    temperature: float = 1.0
+    """Divides each view's label log-probabilities before their softmax (a decision model's
+    ``decision.json`` temperature; 1 = none)."""
 
 
 @dataclass(frozen=True)

@@ -197,7 +197,13 @@ class Readout:
                     scaling = self.calibration.scaling_for(qp.type, qp.n_options)
                     if scaling is not None:
                         scalings[(r, q)] = scaling
-        return distributions(scores, labels, n_options, scalings)
+        temperatures = {
+            (r, q): qp.temperature
+            for r, p in enumerate(plans)
+            for q, qp in enumerate(p.questions)
+            if qp.temperature != 1.0
+        }
+        return distributions(scores, labels, n_options, scalings, temperatures)
 
     def _full_logits(self, h: torch.Tensor) -> torch.Tensor:
         assert self.weight is not None, "log_probs checks it"
@@ -212,17 +218,20 @@ def distributions(
     labels: list[LabelTerm],
     n_options: dict[tuple[int, int], int],
     scalings: Mapping[tuple[int, int], Scaling] | None = None,
+    temperatures: Mapping[tuple[int, int], float] | None = None,
 ) -> dict[tuple[int, int], Distribution]:
     """Per (request, question): the probabilities over its options and the option mass.
 
-    Each view's labels are softmaxed among themselves (fp32); views of one question are
-    averaged per option (fp64); a question in ``scalings`` is then calibrated (:func:`scale`).
+    Each view's labels are softmaxed among themselves (fp32), their scores first divided by the
+    question's temperature where ``temperatures`` has one; views of one question are averaged
+    per option (fp64); a question in ``scalings`` is then calibrated (:func:`scale`).
 
     Args:
         scores: (N_labels,) label log-probabilities from :meth:`Readout.log_probs`.
         labels: the labels, same order.
         n_options: options per (request, question).
         scalings: the calibration's scaling per (request, question); absent = left as is.
+        temperatures: per (request, question), > 0; absent = 1.
 
     Returns:
         ``{(request, question): Distribution}`` (see :class:`Distribution`: the mass is the raw
@@ -235,7 +244,8 @@ def distributions(
     acc: dict[tuple[int, int], tuple[torch.Tensor, float, float, int]] = {}
     for (r, q, _v), idx in views.items():
         s = scores[idx]  # (n,)
-        p = softmax(s, dim=0)
+        temperature = temperatures.get((r, q), 1.0) if temperatures else 1.0
+        p = softmax(s / temperature if temperature != 1.0 else s, dim=0)
         probs = torch.zeros(n_options[(r, q)], dtype=torch.float64)
         probs[[labels[k].option for k in idx]] = p.double()
         mass = float(torch.exp(s.double()).sum())

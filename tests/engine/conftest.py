@@ -102,3 +102,9 @@ def default_engine(default_judge) -> Engine:
 def make_tiny(tokenizer):
     """Build a tiny engine with options: ``make_tiny("llama", max_single_token_labels=8)``."""
     return lambda kind, **kw: tiny_engine(kind, tokenizer, **kw)
+
+
+@pytest.fixture(scope="session")
+def make_tiny_model(tokenizer):
+    """A fresh tiny random-weight ``*ForCausalLM`` (no engine): ``make_tiny_model("llama")``."""
+    return lambda kind: _tiny(kind, len(tokenizer)).eval()

@@ -1,0 +1,265 @@
+"""Decision checkpoints' own prompt: ``decision.json`` and ``decision_template.jinja``.
+
+transformers' ``pipeline("decision")`` (transformers >= 5.24) keeps a decision model's settings
+beside its weights: ``decision.json`` (option labels and temperature per question type, the order
+in which a noul's options reach the template) and ``decision_template.jinja`` (a chat template
+that renders ``state`` and one ``question``). A model directory holding either is served with that
+prompt through this engine's packing and readout, instead of :mod:`logitjudge.engine.prompt`:
+
+- each question is rendered alone, as the pipeline does (``{"role": "user", "content": ""}`` with
+  the template's variables ``state`` and ``question``, generation prompt added); the tokens every
+  rendering of the state shares become the request's prefix (run once), the rest of each
+  rendering its branch, so questions never see each other;
+- the answer is read where the pipeline reads it: after the generation prompt, or before the
+  template's one ``<|mark|>`` (tokens after the mark cannot change that position's logits, so the
+  branch ends there); each option's label (``labels`` per type, default ``Yes``/``No`` and
+  ``A``.. ``Z``) must be a single token, as in the pipeline;
+- ``temperature`` per type divides the label logits before the softmax (the pipeline's
+  ``TemperatureLogitsWarper``); it is applied as the engine's calibration scaling.
+
+With equal prompts the probabilities equal the pipeline's (``tests/engine/test_decision.py``).
+Not supported (:class:`~logitjudge.errors.UnsupportedModelError` at load): templates reading
+``questions`` (all questions in one prompt: they would see each other), more than one mark per
+prompt, models with their own decision heads (``XxxForDecision``), LoRA ``adapter`` subfolders,
+and ``sanitize_control_tokens: false``. A continuation question (the engine's likelihood
+readout) has no place in a decision template: it is refused per request.
+
+Source: transformers 5.24 ``transformers/decision/{configuration_utils,template_utils}.py`` and
+``pipelines/decision.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from logitjudge.engine.prompt import View, render_text
+from logitjudge.engine.types import Question, Text
+from logitjudge.errors import InvalidRequestError, UnsupportedModelError
+
+DECISION_CONFIG_NAME = "decision.json"
+DECISION_TEMPLATE_NAME = "decision_template.jinja"
+MARK, SPLIT = "<|mark|>", "<|split|>"
+DEFAULT_LABELS = {"noul": ["Yes", "No"], "choice": list(string.ascii_uppercase), "score": list(string.ascii_uppercase)}
+
+_PROBES = ("!", "?")
+"""Two one-character instructions whose renderings differ right after the state: the tokens
+before the first difference are the state's prefix."""
+
+
+@dataclass(frozen=True)
+class DecisionSettings:
+    """A model directory's ``decision.json`` and ``decision_template.jinja``.
+
+    Attributes:
+        template: the Jinja chat template.
+        labels: single-token option labels per question type (``noul``, ``choice``, ``score``).
+        temperature: per question type, > 0 (1 = none).
+        noul_options: the order in which a noul's ``true`` and ``false`` reach the template.
+        digest: sha256 of the two files' bytes (part of the prompt version).
+    """
+
+    template: str
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    temperature: dict[str, float] = field(default_factory=dict)
+    noul_options: tuple[str, str] = ("true", "false")
+    digest: str = ""
+
+    def labels_for(self, kind: str, n: int) -> list[str]:
+        """The first ``n`` labels of question type ``kind``.
+
+        Raises:
+            InvalidRequestError: the settings have fewer than ``n`` labels for ``kind``.
+        """
+        labels = self.labels.get(kind) or DEFAULT_LABELS[kind]
+        if len(labels) < n:
+            raise InvalidRequestError(
+                f"this model reads at most {len(labels)} options for a {kind} question, got {n} "
+                f"(labels.{kind} in its {DECISION_CONFIG_NAME})",
+                field=("questions",),
+            )
+        return labels[:n]
+
+
+def read_decision_settings(directory: str | Path) -> DecisionSettings | None:
+    """The decision settings of a model directory, or ``None`` when it has no
+    ``decision_template.jinja`` (a ``decision.json`` alone changes only labels and temperatures
+    of the pipeline's generic prompt, which this engine does not use).
+
+    Raises:
+        UnsupportedModelError: a setting this engine cannot honour (see the module docstring),
+            or an unreadable ``decision.json``.
+    """
+    path = Path(directory)
+    template_file, config_file = path / DECISION_TEMPLATE_NAME, path / DECISION_CONFIG_NAME
+    if not template_file.is_file():
+        return None
+    raw = config_file.read_bytes() if config_file.is_file() else b"{}"
+    try:
+        config = json.loads(raw)
+    except ValueError as exc:
+        raise UnsupportedModelError(f"{config_file}: not JSON ({exc})") from exc
+    if not isinstance(config, dict):
+        raise UnsupportedModelError(f"{config_file}: not a JSON object")
+    if config.get("adapter"):
+        raise UnsupportedModelError(f"{config_file}: LoRA adapters ('adapter') are not supported")
+    if config.get("sanitize_control_tokens", True) is not True:
+        raise UnsupportedModelError(f"{config_file}: sanitize_control_tokens must be true (user text is escaped)")
+    noul = tuple(config.get("noul_options", ("true", "false")))
+    if sorted(noul) != ["false", "true"]:
+        raise UnsupportedModelError(f"{config_file}: noul_options must order 'true' and 'false', got {noul!r}")
+    temperature = {str(k): float(v) for k, v in (config.get("temperature") or {}).items()}
+    if any(t <= 0 for t in temperature.values()):
+        raise UnsupportedModelError(f"{config_file}: temperatures must be > 0, got {temperature}")
+    template = template_file.read_text(encoding="utf-8")
+    if _reads_questions(template):
+        raise UnsupportedModelError(
+            f"{template_file}: a template that renders all 'questions' in one prompt lets them see each other"
+        )
+    labels = {str(k): [str(x) for x in v] for k, v in (config.get("labels") or {}).items()}
+    digest = hashlib.sha256(template.encode("utf-8") + b"\0" + raw).hexdigest()
+    return DecisionSettings(template, labels, temperature, (str(noul[0]), str(noul[1])), digest)
+
+
+def _reads_questions(template: str) -> bool:
+    """Whether the Jinja ``template`` reads the variable ``questions``."""
+    from jinja2 import Environment, meta
+
+    return "questions" in meta.find_undeclared_variables(Environment().parse(template))
+
+
+class DecisionPromptBuilder:
+    """Renders states and questions with a decision template (the interface of
+    :class:`~logitjudge.engine.prompt.PromptBuilder` that the engine plans with).
+
+    Args:
+        tokenizer: the model's fast tokenizer (``<|mark|>`` and ``<|split|>`` are added to it as
+            special tokens, as the pipeline does; they never reach the model).
+        settings: from :func:`read_decision_settings`.
+
+    Raises:
+        UnsupportedModelError: the installed transformers cannot escape control tokens in user
+            text (``apply_chat_template(sanitize_control_tokens=...)``, transformers >= 5.24).
+    """
+
+    def __init__(self, tokenizer: Any, settings: DecisionSettings) -> None:
+        if "sanitize_control_tokens" not in inspect.signature(tokenizer.apply_chat_template).parameters:
+            raise UnsupportedModelError(
+                f"{DECISION_TEMPLATE_NAME} needs transformers >= 5.24 "
+                "(apply_chat_template(sanitize_control_tokens=...))"
+            )
+        from transformers.tokenization_utils_base import AddedToken
+
+        if MARK not in tokenizer.get_vocab():
+            tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in (MARK, SPLIT)])
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.mark_id, self.split_id = tokenizer.convert_tokens_to_ids([MARK, SPLIT])
+        self.version = f"decision-template-{settings.digest[:12]}"
+        self._labels: dict[str, int] = {}
+
+    # -- rendering ---------------------------------------------------------------------------
+
+    def _render(self, state: Text, question: dict[str, Any]) -> list[int]:
+        """Token ids of one prompt, sentinels dropped, cut at its mark (if any)."""
+        ids = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": ""}],
+            chat_template=self.settings.template,
+            state=state,
+            question=question,
+            add_generation_prompt=True,
+            enable_thinking=False,
+            sanitize_control_tokens=True,
+            tokenize=True,
+            return_dict=True,
+        )["input_ids"]
+        ids = list(ids[0] if ids and isinstance(ids[0], list) else ids)
+        marks = [k for k, t in enumerate(ids) if t == self.mark_id]
+        if len(marks) > 1:
+            raise UnsupportedModelError(
+                f"{DECISION_TEMPLATE_NAME}: one {MARK} per prompt is supported, got {len(marks)}"
+            )
+        if marks:
+            ids = ids[: marks[0]]
+        return [t for t in ids if t != self.split_id]
+
+    @staticmethod
+    def _question(kind: str, instructions: Any, options: list[str], labels: list[str], descriptions: list[Any]) -> dict:
+        """The ``question`` variable the pipeline gives the template (its ``Question`` as a dict)."""
+        return {
+            "name": "q",
+            "type": kind,
+            "instructions": instructions,
+            "options": options,
+            "labels": labels,
+            "descriptions": descriptions,
+        }
+
+    def prefix_ids(self, state: Text) -> list[int]:
+        """The tokens every question's prompt shares for ``state`` (depends on the state only)."""
+        a, b = (
+            self._render(state, self._question("noul", p, ["true", "false"], ["Yes", "No"], [None, None]))
+            for p in _PROBES
+        )
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return a[:n]
+
+    def label_id(self, label: str) -> int:
+        """The single token id of ``label`` (as the pipeline's ``label_token_ids``).
+
+        Raises:
+            UnsupportedModelError: ``label`` is not one known token.
+        """
+        if label not in self._labels:
+            ids = self.tokenizer(label, add_special_tokens=False)["input_ids"]
+            if len(ids) != 1 or ids[0] == self.tokenizer.unk_token_id:
+                raise UnsupportedModelError(f"the label {label!r} is not a single token for this model")
+            self._labels[label] = ids[0]
+        return self._labels[label]
+
+    def temperature(self, kind: str) -> float:
+        """The settings' temperature for question type ``kind`` (1 = none)."""
+        return self.settings.temperature.get(kind, 1.0)
+
+    def views(self, question: Question, state: Text = "") -> tuple[View, ...]:
+        """The question's views: one per cyclic rotation of a choice's options (``rotations``),
+        one for noul and score (a score's levels are positions).
+
+        Raises:
+            InvalidRequestError: a continuation question, or more options than labels.
+        """
+        if question.type == "continuation":
+            raise InvalidRequestError(
+                "continuation questions need the engine's own prompt; this model is served with its "
+                f"{DECISION_TEMPLATE_NAME}",
+                field=("questions",),
+            )
+        prefix = self.prefix_ids(state)
+        n = len(question.options)
+        rotations = max(1, min(question.rotations, n)) if question.type == "choice" else 1
+        out = []
+        for r in range(rotations):
+            if question.type == "noul":
+                order = tuple(0 if o == "true" else 1 for o in self.settings.noul_options)
+                names = list(self.settings.noul_options)
+            else:
+                order = tuple((k + r) % n for k in range(n))
+                names = [render_text(question.options[k].name) for k in order]
+            descriptions = [question.options[k].description for k in order]
+            labels = self.settings.labels_for(question.type, n)
+            q = self._question(question.type, question.instructions, names, labels, descriptions)
+            ids = self._render(state, q)
+            if ids[: len(prefix)] != prefix:
+                raise UnsupportedModelError(
+                    f"{DECISION_TEMPLATE_NAME}: a question's prompt does not start with the state's"
+                )
+            label_ids = tuple((self.label_id(lab),) for lab in labels)
+            out.append(View(tuple(ids[len(prefix) :]), label_ids, order))
+        return tuple(out)
