@@ -271,20 +271,16 @@ class Engine:
             raise InvalidRequestError("questions: at least one question is required", field=("questions",))
         for i, q in enumerate(request.questions):
             _check_question(q, i)
-        prefix = tuple(self.prompt.prefix_ids(request.state))
+        prefix_ids = self.prompt.prefix_ids(request.state)
+        prefix = tuple(prefix_ids)
         questions = []
         for q in request.questions:
-            if isinstance(self.prompt, DecisionPromptBuilder):
-                plan_q = QuestionPlan(
-                    q.type,
-                    self.prompt.views(q, request.state),
-                    len(q.options),
-                    q.calibrated,
-                    self.prompt.temperature(q.type),
-                )
+            if isinstance(self.prompt, DecisionPromptBuilder):  # its branches are the template's renderings
+                views = self.prompt.views(q, request.state, prefix_ids)
+                temperature = self.prompt.temperature(q.type)
             else:
-                plan_q = QuestionPlan(q.type, self.prompt.views(q), len(q.options), q.calibrated)
-            questions.append(plan_q)
+                views, temperature = self.prompt.views(q), 1.0
+            questions.append(QuestionPlan(q.type, views, len(q.options), q.calibrated, temperature))
         plan = RequestPlan(prefix, tuple(questions))
         longest = max(len(v.branch) + max(len(lab) for lab in v.labels) - 1 for q in questions for v in q.views)
         if len(prefix) + longest > self.max_state_tokens:

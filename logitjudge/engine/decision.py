@@ -3,8 +3,8 @@
 transformers' ``pipeline("decision")`` (transformers >= 5.24) keeps a decision model's settings
 beside its weights: ``decision.json`` (option labels and temperature per question type, the order
 in which a noul's options reach the template) and ``decision_template.jinja`` (a chat template
-that renders ``state`` and one ``question``). A model directory holding either is served with that
-prompt through this engine's packing and readout, instead of :mod:`logitjudge.engine.prompt`:
+that renders ``state`` and one ``question``). A model directory holding a template is served with
+that prompt through this engine's packing and readout, instead of :mod:`logitjudge.engine.prompt`:
 
 - each question is rendered alone, as the pipeline does (``{"role": "user", "content": ""}`` with
   the template's variables ``state`` and ``question``, generation prompt added); the tokens every
@@ -15,7 +15,8 @@ prompt through this engine's packing and readout, instead of :mod:`logitjudge.en
   branch ends there); each option's label (``labels`` per type, default ``Yes``/``No`` and
   ``A``.. ``Z``) must be a single token, as in the pipeline;
 - ``temperature`` per type divides the label logits before the softmax (the pipeline's
-  ``TemperatureLogitsWarper``); it is applied as the engine's calibration scaling.
+  ``TemperatureLogitsWarper``), as :attr:`~logitjudge.engine.pack.QuestionPlan.temperature` in
+  the readout's per-view softmax; a calibration, if any, applies after it.
 
 With equal prompts the probabilities equal the pipeline's (``tests/engine/test_decision.py``).
 Not supported (:class:`~logitjudge.errors.UnsupportedModelError` at load): templates reading
@@ -228,9 +229,10 @@ class DecisionPromptBuilder:
         """The settings' temperature for question type ``kind`` (1 = none)."""
         return self.settings.temperature.get(kind, 1.0)
 
-    def views(self, question: Question, state: Text = "") -> tuple[View, ...]:
-        """The question's views: one per cyclic rotation of a choice's options (``rotations``),
-        one for noul and score (a score's levels are positions).
+    def views(self, question: Question, state: Text, prefix: list[int]) -> tuple[View, ...]:
+        """The question's views over ``state``, each branch its rendering less ``prefix`` (what
+        :meth:`prefix_ids` gave for the state): one per cyclic rotation of a choice's options
+        (``rotations``), one for noul and score (a score's levels are positions).
 
         Raises:
             InvalidRequestError: a continuation question, or more options than labels.
@@ -241,9 +243,10 @@ class DecisionPromptBuilder:
                 f"{DECISION_TEMPLATE_NAME}",
                 field=("questions",),
             )
-        prefix = self.prefix_ids(state)
         n = len(question.options)
         rotations = max(1, min(question.rotations, n)) if question.type == "choice" else 1
+        labels = self.settings.labels_for(question.type, n)
+        label_ids = tuple((self.label_id(lab),) for lab in labels)
         out = []
         for r in range(rotations):
             if question.type == "noul":
@@ -253,13 +256,11 @@ class DecisionPromptBuilder:
                 order = tuple((k + r) % n for k in range(n))
                 names = [render_text(question.options[k].name) for k in order]
             descriptions = [question.options[k].description for k in order]
-            labels = self.settings.labels_for(question.type, n)
             q = self._question(question.type, question.instructions, names, labels, descriptions)
             ids = self._render(state, q)
             if ids[: len(prefix)] != prefix:
                 raise UnsupportedModelError(
                     f"{DECISION_TEMPLATE_NAME}: a question's prompt does not start with the state's"
                 )
-            label_ids = tuple((self.label_id(lab),) for lab in labels)
             out.append(View(tuple(ids[len(prefix) :]), label_ids, order))
         return tuple(out)

@@ -111,7 +111,7 @@ def test_the_engine_answers_as_the_decision_pipeline(decision_dir):
     assert list(score.probabilities) == pytest.approx(
         [theirs["urgency"]["probabilities"][str(i)] for i in range(3)], abs=1e-4
     )
-    # the settings matter: random weights give answers far from uniform, and a temperature moves them
+    # random weights give answers far from uniform, so the equality above is not one of two flat answers
     assert max(abs(p - 1 / 3) for p in score.probabilities) > 0.05
     plain = engine.plan(_engine_request())
     assert [q.temperature for q in plain.questions] == [1.0, 2.0, 0.5]
@@ -122,7 +122,7 @@ def test_the_engine_answers_as_the_decision_pipeline(decision_dir):
 def test_the_noul_options_reach_the_template_in_the_settings_order(decision_dir):
     path, model = decision_dir
     engine = _load(path, model)
-    (view,) = engine.prompt.views(_engine_request().questions[0], STATE)
+    (view,) = engine.prompt.views(_engine_request().questions[0], STATE, engine.prompt.prefix_ids(STATE))
     assert view.option_index == (1, 0)  # "false" is shown first, with the first label (Yes)
     text = engine.lm.tokenizer.decode(list(view.branch))
     assert "Yes. false" in text and "No. true: The customer asks for money back" in text
@@ -136,7 +136,7 @@ def test_a_continuation_is_refused_with_a_decision_template(decision_dir):
         engine.plan(request)
 
 
-def test_a_template_reading_every_question_at_once_is_refused(tmp_path, tokenizer):
+def test_a_template_reading_every_question_at_once_is_refused(tmp_path):
     from logitjudge.engine.decision import read_decision_settings
 
     (tmp_path / "decision_template.jinja").write_text("{% for q in questions %}{{ q.instructions }}{% endfor %}")
