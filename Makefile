@@ -6,6 +6,7 @@
 #   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
 #   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/speed/peers.py
 #   make harness-env   .venv-harness: jevbench, sys1bench and krite-bench (benchmarks/harnesses/run_harnesses.py)
+#   make browser   Debian's chromium (apt-get, where it is missing) for the report's headless-browser test
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
 # `torch` requirement can pull a multi-GB CUDA build. Override with `make TORCH_SPEC=torch ...`.
 
@@ -42,7 +43,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install vllm-env peer-env harness-env demo test check bench clean
+.PHONY: install vllm-env peer-env harness-env browser demo test check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +94,13 @@ $(HARNESS_STAMP): requirements/harness.txt
 
 # run_harnesses.py itself runs in .venv (it starts `logitjudge serve`): both environments
 harness-env: $(STAMP) $(HARNESS_STAMP)
+
+# the report's filters are tested in a real headless browser (tests/rubrics/test_report_browser.py,
+# skipped where none is installed; CI installs it through this target and sets LOGITJUDGE_TEST_BROWSER=1)
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@chromium --version 2>/dev/null || chromium-browser --version
 
 demo: $(MAIN_STAMP)
 	$(VENV)/bin/logitjudge ask examples/support_ticket.json --pretty
