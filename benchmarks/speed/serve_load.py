@@ -2,20 +2,20 @@
 
 Command (the committed result was made with exactly this)::
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/serve_load.py --clients 1 8 32 --duration 15 --max-batch-tokens 4096
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/serve_load.py --clients 1 8 32 --duration 15 --max-num-batched-tokens 4096
 
 For each mode the server runs as its own process (``python -m logitjudge.cli serve``) on a free
 loopback port, on the default model unless ``--model`` says otherwise:
 
 - ``batched``: the scheduler groups concurrent requests into one engine call (up to 64 requests
-  under ``--max-batch-tokens``, default 2048 estimated tokens: about 11 of these requests);
+  under ``--max-num-batched-tokens``, default 2048 estimated tokens: about 11 of these requests);
 - ``one-at-a-time``: ``--max-batch-requests 1``, every request is its own engine call;
 - ``vllm``: ``--backend vllm`` (needs vLLM: run this script with ``.venv-vllm/bin/python``); the
   scheduler hands every request to vLLM at once and vLLM batches continuously.
 
 The vLLM rows (``benchmarks/results/serve_load-vllm.json``) were made with::
 
-    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/speed/serve_load.py --modes batched vllm --clients 8 32 --duration 15 --max-batch-tokens 4096 --out benchmarks/results/serve_load-vllm.json
+    HF_HUB_OFFLINE=1 .venv-vllm/bin/python benchmarks/speed/serve_load.py --modes batched vllm --clients 8 32 --duration 15 --max-num-batched-tokens 4096 --out benchmarks/results/serve_load-vllm.json
 
 Against each, closed-loop clients (1, 8, 32 by default) each send a request, wait for the answer,
 and send the next, for ``--duration`` seconds; requests still running at the deadline are waited
@@ -100,7 +100,7 @@ def start_server(args: argparse.Namespace, mode_flags: list[str]) -> tuple[subpr
     ]
     if args.model:
         cmd += ["--model", args.model]
-    cmd += ["--max-batch-tokens", str(args.max_batch_tokens)]
+    cmd += ["--max-num-batched-tokens", str(args.max_num_batched_tokens)]
     proc = subprocess.Popen(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 600
@@ -179,7 +179,7 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="model directory or id (default: the embedded model)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per (mode, clients)")
-    parser.add_argument("--max-batch-tokens", type=int, default=2048, help="batch budget of the batched mode")
+    parser.add_argument("--max-num-batched-tokens", type=int, default=2048, help="batch budget of the batched mode")
     parser.add_argument("--modes", nargs="+", default=["batched", "one-at-a-time"], choices=list(MODES))
     parser.add_argument("--out", default="benchmarks/results/serve_load.json")
     args = parser.parse_args()
@@ -245,7 +245,7 @@ def main() -> int:
             "clients": args.clients,
             "duration_s": args.duration,
             "modes": {m: MODES[m] for m in args.modes},
-            "max_batch_tokens": args.max_batch_tokens,
+            "max_num_batched_tokens": args.max_num_batched_tokens,
             "questions_per_request": len(QUESTIONS),
             "states": len(STATES),
             "model": args.model or "default",

@@ -107,7 +107,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens; "
         f"default {EngineConfig.max_row_tokens}); "
-        "`serve --max-batch-tokens` is the scheduler's budget across requests",
+        "`serve --max-num-batched-tokens` is the scheduler's budget across requests",
     )
     p.add_argument(
         "--prompt-version",

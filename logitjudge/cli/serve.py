@@ -82,7 +82,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="requests that may wait; more get 529 (default %(default)s)",
     )
     p.add_argument(
-        "--max-batch-tokens",
+        "--max-num-batched-tokens",
         type=positive_int,
         default=None,
         help="the scheduler's estimated-token budget of one engine call across requests (default: "
@@ -233,7 +233,7 @@ def run_serve(args: argparse.Namespace) -> int:
         judge,
         api_keys=keys,
         max_queue=args.max_queue,
-        max_batch_tokens=args.max_batch_tokens,
+        max_num_batched_tokens=args.max_num_batched_tokens,
         max_batch_requests=args.max_batch_requests,
         max_concurrent_batches=args.max_concurrent_batches,
         max_body_bytes=args.max_body_bytes,

@@ -15,8 +15,8 @@ Two token budgets, two names:
 
 - :attr:`EngineConfig.max_row_tokens`: the most tokens one packed forward row holds *inside* an
   engine call (the CLI's ``--engine-row-tokens``; ``describe()["max_row_tokens"]``).
-- :attr:`SchedulerConfig.max_batch_tokens`: the scheduler's estimated-token budget of one engine
-  call *across* requests (``logitjudge serve --max-batch-tokens``).
+- :attr:`SchedulerConfig.max_num_batched_tokens`: the scheduler's estimated-token budget of one engine
+  call *across* requests (``logitjudge serve --max-num-batched-tokens``).
 
 This module imports no torch (the CLI reads it to build its flags).
 """
@@ -248,7 +248,7 @@ class SchedulerConfig:
     """Requests that may wait (not counting the running batch); more are refused at once with
     ``OverloadedError`` (529 + ``Retry-After``). At least 1."""
 
-    max_batch_tokens: int = 16_384
+    max_num_batched_tokens: int = 16_384
     """Estimated-token budget of one engine call across requests (``estimate_tokens``; the first
     request of a batch always runs). At least 1. Not the engine's row budget
     (:attr:`EngineConfig.max_row_tokens`)."""
@@ -262,8 +262,10 @@ class SchedulerConfig:
     continuously (the server uses :data:`VLLM_CONCURRENT_BATCHES` there). At least 1."""
 
     def __post_init__(self) -> None:
-        if min(self.max_queue, self.max_batch_tokens, self.max_batch_requests, self.max_concurrent_batches) < 1:
-            raise ValueError("max_queue, max_batch_tokens, max_batch_requests and max_concurrent_batches must be >= 1")
+        if min(self.max_queue, self.max_num_batched_tokens, self.max_batch_requests, self.max_concurrent_batches) < 1:
+            raise ValueError(
+                "max_queue, max_num_batched_tokens, max_batch_requests and max_concurrent_batches must be >= 1"
+            )
 
 
 VLLM_CONCURRENT_BATCHES = 64

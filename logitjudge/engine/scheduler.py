@@ -11,7 +11,7 @@ same request answered alone.
 
 ::
 
-    scheduler = Scheduler(judge.run_batch, max_queue=256, max_batch_tokens=4096)   # defaults: SchedulerConfig
+    scheduler = Scheduler(judge.run_batch, max_queue=256, max_num_batched_tokens=4096)   # defaults: SchedulerConfig
     result = await scheduler.submit(engine_request)   # EngineResult, or raises LogitJudgeError
     await scheduler.close()                           # drain: finish what was accepted, then stop
 
@@ -23,7 +23,7 @@ Rules:
   client disconnected) leaves the queue at once; a request already in a running batch is finished
   and its result dropped.
 - **Token budget.** A batch holds requests in arrival order while their estimated tokens fit in
-  ``max_batch_tokens``; the first request always runs, even when it alone is over the budget (the
+  ``max_num_batched_tokens``; the first request always runs, even when it alone is over the budget (the
   engine's own limits decide whether it can be answered). No request overtakes another.
 - **Per-request errors.** ``run_batch`` returns, per request, a result or the error that request
   alone raised. If it raises for the whole batch, each request is retried alone so one bad request
@@ -137,7 +137,7 @@ class Scheduler:
             concurrently; with more, from up to that many threads at once (it must be thread-safe).
         count_tokens: estimated tokens of a request, for the batch budget (default
             :func:`estimate_tokens`). Runs on the event loop: keep it cheap.
-        max_queue, max_batch_tokens, max_batch_requests, max_concurrent_batches: see
+        max_queue, max_num_batched_tokens, max_batch_requests, max_concurrent_batches: see
             :class:`~logitjudge.engine.config.SchedulerConfig` (defaults and ranges; out of range
             raises ``ValueError``).
         observer: receives queue depth and batch statistics (metrics).
@@ -149,19 +149,19 @@ class Scheduler:
         *,
         count_tokens: CountTokens = estimate_tokens,
         max_queue: int = SchedulerConfig.max_queue,
-        max_batch_tokens: int = SchedulerConfig.max_batch_tokens,
+        max_num_batched_tokens: int = SchedulerConfig.max_num_batched_tokens,
         max_batch_requests: int = SchedulerConfig.max_batch_requests,
         max_concurrent_batches: int = SchedulerConfig.max_concurrent_batches,
         observer: SchedulerObserver | None = None,
     ) -> None:
         SchedulerConfig(
-            max_queue, max_batch_tokens, max_batch_requests, max_concurrent_batches
+            max_queue, max_num_batched_tokens, max_batch_requests, max_concurrent_batches
         )  # raises when out of range
         self.max_concurrent_batches = max_concurrent_batches
         self._run_batch = run_batch
         self._count_tokens = count_tokens
         self.max_queue = max_queue
-        self.max_batch_tokens = max_batch_tokens
+        self.max_num_batched_tokens = max_num_batched_tokens
         self.max_batch_requests = max_batch_requests
         self._observer: SchedulerObserver = observer or _NullObserver()
         self._pending: collections.deque[_Job] = collections.deque()
@@ -265,7 +265,7 @@ class Scheduler:
             if job.future.done():  # cancelled by its caller while waiting
                 self._pending.popleft()
                 continue
-            if batch and tokens + job.tokens > self.max_batch_tokens:
+            if batch and tokens + job.tokens > self.max_num_batched_tokens:
                 break
             self._pending.popleft()
             batch.append(job)

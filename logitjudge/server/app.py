@@ -63,7 +63,7 @@ logger = logging.getLogger("logitjudge.server")
 
 
 def default_batching(judge: Any) -> tuple[int, int]:
-    """(max_batch_tokens, max_batch_requests) for ``judge``'s device (see :data:`CPU_BATCHING`)."""
+    """(max_num_batched_tokens, max_batch_requests) for ``judge``'s device (see :data:`CPU_BATCHING`)."""
     device = str(describe(judge).get("device", "cpu"))
     return CPU_BATCHING if device.startswith("cpu") else ACCELERATOR_BATCHING
 
@@ -93,7 +93,7 @@ async def healthz(state: State) -> JSONResponse:
             "max_queue": config.max_queue,
         },
         "batching": {
-            "max_batch_tokens": config.max_batch_tokens,
+            "max_num_batched_tokens": config.max_num_batched_tokens,
             "max_batch_requests": config.max_batch_requests,
             "max_concurrent_batches": config.max_concurrent_batches,
         },
@@ -127,7 +127,7 @@ def _scheduler(judge: Any, config: ServerConfig, metrics: ServerMetrics) -> Sche
     return Scheduler(
         run_batch,
         max_queue=config.max_queue,
-        max_batch_tokens=config.max_batch_tokens,
+        max_num_batched_tokens=config.max_num_batched_tokens,
         max_batch_requests=config.max_batch_requests,
         max_concurrent_batches=config.max_concurrent_batches,
         observer=metrics,
@@ -139,7 +139,7 @@ def create_app(
     *,
     api_keys: Sequence[str] = ServerConfig.api_keys,
     max_queue: int = ServerConfig.max_queue,
-    max_batch_tokens: int | None = None,
+    max_num_batched_tokens: int | None = None,
     max_batch_requests: int | None = None,
     max_concurrent_batches: int | None = None,
     max_body_bytes: int = ServerConfig.max_body_bytes,
@@ -154,7 +154,7 @@ def create_app(
 
     Args:
         judge: a :class:`~logitjudge.judge.Judge` (any engine, e.g. a scripted one in tests).
-        max_batch_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
+        max_num_batched_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
             device (see :data:`CPU_BATCHING` and :data:`ACCELERATOR_BATCHING`).
         max_concurrent_batches: ``None`` = :func:`default_concurrency` for the judge's backend.
         strict_wire: answer without any ``x_`` field unless a request sends ``x_strict_wire: false``
@@ -169,7 +169,7 @@ def create_app(
     config = ServerConfig(
         api_keys=tuple(api_keys),
         max_queue=max_queue,
-        max_batch_tokens=max_batch_tokens if max_batch_tokens is not None else default_tokens,
+        max_num_batched_tokens=max_num_batched_tokens if max_num_batched_tokens is not None else default_tokens,
         max_batch_requests=max_batch_requests if max_batch_requests is not None else default_requests,
         max_concurrent_batches=(
             max_concurrent_batches if max_concurrent_batches is not None else default_concurrency(judge)

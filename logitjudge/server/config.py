@@ -22,7 +22,7 @@ from logitjudge.server.limits import RequestLimits
 __all__ = ["ServerConfig", "CPU_BATCHING", "ACCELERATOR_BATCHING"]
 
 CPU_BATCHING = (4096, 16)
-"""Default (max_batch_tokens, max_batch_requests) on a CPU.
+"""Default (max_num_batched_tokens, max_batch_requests) on a CPU.
 
 History: the first packed runner put a whole batch in one row, whose dense mask and attention
 grow with the square of the batch, and batching lost on CPU (runner 0.49 s/request alone vs
@@ -31,8 +31,8 @@ grow with the square of the batch, and batching lost on CPU (runner 0.49 s/reque
 CPU cores (interleaved medians, /tmp/batchb-style micro-benchmark; see
 ``benchmarks/results/serve_load.json`` for the server-level figures)."""
 
-ACCELERATOR_BATCHING = (SchedulerConfig.max_batch_tokens, SchedulerConfig.max_batch_requests)
-"""Default (max_batch_tokens, max_batch_requests) on a GPU (the scheduler's defaults), where one
+ACCELERATOR_BATCHING = (SchedulerConfig.max_num_batched_tokens, SchedulerConfig.max_batch_requests)
+"""Default (max_num_batched_tokens, max_batch_requests) on a GPU (the scheduler's defaults), where one
 request leaves the device mostly idle and a shared forward pass is nearly free up to thousands of
 tokens."""
 
@@ -40,7 +40,7 @@ tokens."""
 @dataclass(frozen=True)
 class ServerConfig(SchedulerConfig):
     """Limits and switches of one server (the scheduler's fields, ``max_queue``,
-    ``max_batch_tokens`` and ``max_batch_requests``, are documented on :class:`SchedulerConfig`).
+    ``max_num_batched_tokens`` and ``max_batch_requests``, are documented on :class:`SchedulerConfig`).
 
     Out-of-range values are refused with ``ValueError`` at construction.
     """

@@ -4,7 +4,7 @@ every signature and CLI flag that has a default reads it from there.
 Regressions pinned here: the scheduler's and the server's defaults were copied into
 ``ServerConfig``, ``create_app``, ``logitjudge serve``'s flags and ``Scheduler``; the engine's into
 ``Engine``, ``Engine.load``, ``Judge.load``, ``Runner`` and the CLI's model flags;
-``MAX_CHOICE_OPTIONS`` was defined twice; and one name, ``max_batch_tokens``, meant both the
+``MAX_CHOICE_OPTIONS`` was defined twice; and one name, ``max_num_batched_tokens``, meant both the
 scheduler's budget across requests and the engine's packed-row size (now ``max_row_tokens``,
 in Python and in ``describe()``; the old name is the scheduler's alone).
 """
@@ -66,11 +66,16 @@ def test_the_serve_flags_default_to_the_server_config():
         assert getattr(args, dest) == getattr(ServerConfig, field), field
     # every ServerConfig field but the keys and the device-dependent batching has a flag
     fields = {f.name for f in dataclasses.fields(ServerConfig)}
-    assert fields - set(SERVE_FLAGS) == {"api_keys", "max_batch_tokens", "max_batch_requests", "max_concurrent_batches"}
+    assert fields - set(SERVE_FLAGS) == {
+        "api_keys",
+        "max_num_batched_tokens",
+        "max_batch_requests",
+        "max_concurrent_batches",
+    }
     assert args.api_key == [] and ServerConfig.api_keys == ()
     # the batching flags default to None (the device decides) and their help names both defaults
-    assert args.max_batch_tokens is None and args.max_batch_requests is None
-    tokens, requests = _help(parser, "max_batch_tokens"), _help(parser, "max_batch_requests")
+    assert args.max_num_batched_tokens is None and args.max_batch_requests is None
+    tokens, requests = _help(parser, "max_num_batched_tokens"), _help(parser, "max_batch_requests")
     assert f"{CPU_BATCHING[0]} on CPU" in tokens and f"{ACCELERATOR_BATCHING[0]} on GPU" in tokens
     assert f"{CPU_BATCHING[1]} on CPU" in requests and f"{ACCELERATOR_BATCHING[1]} on GPU" in requests
     assert "--engine-row-tokens" in tokens  # the other budget is named, not confused
@@ -95,7 +100,7 @@ def test_the_model_flags_default_to_the_engine_config():
 
 
 def test_the_accelerator_batching_is_the_scheduler_default():
-    assert ACCELERATOR_BATCHING == (SchedulerConfig.max_batch_tokens, SchedulerConfig.max_batch_requests)
+    assert ACCELERATOR_BATCHING == (SchedulerConfig.max_num_batched_tokens, SchedulerConfig.max_batch_requests)
     assert CPU_BATCHING == (4096, 16)
 
 
@@ -118,7 +123,7 @@ def test_create_app_and_the_scheduler_default_to_the_configs():
         "strict_wire",
     ):
         assert app[field] == getattr(ServerConfig, field), field
-    assert app["max_batch_tokens"] is None and app["max_batch_requests"] is None  # default_batching
+    assert app["max_num_batched_tokens"] is None and app["max_batch_requests"] is None  # default_batching
     assert app["max_concurrent_batches"] is None  # default_concurrency: the backend decides
     sched = _defaults(Scheduler.__init__)
     for f in dataclasses.fields(SchedulerConfig):
@@ -195,8 +200,8 @@ def test_configs_refuse_what_they_cannot_run():
     assert EngineConfig().with_options(strategy=None, max_row_tokens=None) == EngineConfig()  # None keeps
     with pytest.raises(ValueError, match="max_queue"):
         SchedulerConfig(max_queue=0)
-    with pytest.raises(ValueError, match="max_batch_tokens"):
-        ServerConfig(max_batch_tokens=0)  # the scheduler's rule, inherited
+    with pytest.raises(ValueError, match="max_num_batched_tokens"):
+        ServerConfig(max_num_batched_tokens=0)  # the scheduler's rule, inherited
     with pytest.raises(ValueError, match="max_body_bytes"):
         ServerConfig(max_body_bytes=10)
 
@@ -215,9 +220,9 @@ def test_an_unknown_strategy_is_refused_before_the_model_loads(monkeypatch):
 # -- the row budget's new name, and the old one -------------------------------------------------
 
 
-def test_max_batch_tokens_is_not_an_engine_option():
-    with pytest.raises(TypeError, match="max_batch_tokens"):
-        EngineConfig().with_options(max_batch_tokens=1234)  # the scheduler's name, never the row budget's
+def test_max_num_batched_tokens_is_not_an_engine_option():
+    with pytest.raises(TypeError, match="max_num_batched_tokens"):
+        EngineConfig().with_options(max_num_batched_tokens=1234)  # the scheduler's name, never the row budget's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert EngineConfig().with_options(max_row_tokens=7).max_row_tokens == 7
@@ -243,8 +248,8 @@ def test_judge_load_hands_max_row_tokens_to_the_engine_config(monkeypatch):
     configs = [c for _, c, _ in seen]
     assert configs[0] == configs[1] == EngineConfig(max_row_tokens=2048, device="cpu")
     assert all(options == {} for _, _, options in seen)
-    with pytest.raises(TypeError, match="max_batch_tokens"):
-        Judge.load("m", max_batch_tokens=2048)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="max_num_batched_tokens"):
+        Judge.load("m", max_num_batched_tokens=2048)  # type: ignore[call-arg]
 
 
 def test_the_engine_row_budget_reaches_the_runner_and_describe(make_tiny):

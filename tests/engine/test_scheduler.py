@@ -67,7 +67,7 @@ def test_concurrent_requests_share_one_engine_call() -> None:
 def test_token_budget_splits_batches_in_arrival_order() -> None:
     engine = GatedEngine()
     per_request = estimate_tokens(request("x" * 400))
-    scheduler = Scheduler(engine.run_batch, max_batch_tokens=2 * per_request)
+    scheduler = Scheduler(engine.run_batch, max_num_batched_tokens=2 * per_request)
 
     async def main() -> None:
         first = asyncio.ensure_future(scheduler.submit(request("blocker")))
@@ -84,7 +84,7 @@ def test_token_budget_splits_batches_in_arrival_order() -> None:
 
 def test_a_request_over_the_budget_still_runs_alone() -> None:
     engine = ScriptedEngine()
-    scheduler = Scheduler(engine.run_batch, max_batch_tokens=1)
+    scheduler = Scheduler(engine.run_batch, max_num_batched_tokens=1)
     result = asyncio.run(scheduler.submit(request("a long state " * 100)))
     assert len(result.answers) == 1 and [len(c) for c in engine.calls] == [1]
 

@@ -347,7 +347,7 @@ def test_pandas_style_list_cells_of_a_ragas_csv_are_chunks(tmp_path, capsys):
 
 
 def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, monkeypatch):
-    """Regression: evaluate's own copy of the loader dropped --attn and --max-batch-tokens.
+    """Regression: evaluate's own copy of the loader dropped --attn and --max-num-batched-tokens.
     evaluate, calibrate, ask and serve all load through logitjudge.cli.load_judge."""
     from support.scripted import ScriptedEngine
 

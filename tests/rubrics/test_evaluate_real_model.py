@@ -3,7 +3,7 @@ flagged, the report names the model, and a results file refuses another engine.
 
 Regressions pinned here:
 
-- evaluate's own copy of the loader dropped ``--attn`` and ``--max-batch-tokens`` (accepted,
+- evaluate's own copy of the loader dropped ``--attn`` and ``--max-num-batched-tokens`` (accepted,
   ignored): the engine's ``describe()`` in the summary shows what was loaded;
 - at a long state ``x_option_mass`` falls to almost nothing (0.0019 at 8,192 tokens; about 0.02
   at the 1,565 tokens used here) and nothing said so;

@@ -28,6 +28,7 @@ def test_browser_is_installed_where_required():
     """With ``LOGITJUDGE_TEST_BROWSER=1`` (CI) a missing browser is a failure, not a skip."""
     assert CHROMIUM is not None, "LOGITJUDGE_TEST_BROWSER=1 but no chromium binary: run `make browser`"
 
+
 ROWS = [
     {
         "id": "pass-agrees",

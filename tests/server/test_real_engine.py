@@ -127,7 +127,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 def test_a_request_answered_in_a_batch_equals_it_answered_alone(default_judge) -> None:
     held = HeldJudge(default_judge)
-    app = create_app(held, max_batch_tokens=1_000_000, max_batch_requests=64)
+    app = create_app(held, max_num_batched_tokens=1_000_000, max_batch_requests=64)
     others = [
         {**BODY, "state": "Hi, I love the product, thanks!"},
         {

@@ -99,7 +99,7 @@ def test_healthz_reports_model_engine_and_queue(client: TestClient) -> None:
     assert data["status"] == "ok" and data["model"] == "scripted-1"
     assert data["queue"] == {"waiting": 0, "in_flight": 0, "max_queue": 256}
     assert data["engine"]["strategy"] == "scripted"
-    assert data["batching"] == {"max_batch_tokens": 16_384, "max_batch_requests": 64, "max_concurrent_batches": 1}
+    assert data["batching"] == {"max_num_batched_tokens": 16_384, "max_batch_requests": 64, "max_concurrent_batches": 1}
 
 
 def test_docs_and_openapi_are_served(client: TestClient) -> None:
