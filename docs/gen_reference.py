@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from logitjudge.cli.config_args import field_docs
+
 DOCS = Path(__file__).resolve().parent
 CLI_PAGE = DOCS / "reference" / "cli.md"
 CONFIG_PAGE = DOCS / "reference" / "configuration.md"
@@ -152,10 +154,6 @@ def _section(doc: str | None, title: str) -> dict[str, str]:
     return out
 
 
-def _source(module: Any) -> str:
-    return Path(module.__file__).read_text(encoding="utf-8")
-
-
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [
         "| " + " | ".join(header) + " |",
@@ -171,27 +169,6 @@ def _is_config_class(obj: Any, module: Any) -> bool:
     if not isinstance(obj, type) or obj.__module__ != module.__name__:
         return False
     return dataclasses.is_dataclass(obj) or hasattr(obj, "model_fields")
-
-
-def _field_docstrings(cls: type) -> dict[str, str]:
-    """The string literal under each annotated field of ``cls``'s own class body."""
-    module = sys.modules[cls.__module__]
-    if getattr(module, "__file__", None) is None:  # defined interactively: no source to read
-        return {}
-    for node in ast.walk(ast.parse(_source(module))):
-        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-            docs = {}
-            for before, after in zip(node.body, node.body[1:]):
-                if (
-                    isinstance(before, ast.AnnAssign)
-                    and isinstance(before.target, ast.Name)
-                    and isinstance(after, ast.Expr)
-                    and isinstance(after.value, ast.Constant)
-                    and isinstance(after.value.value, str)
-                ):
-                    docs[before.target.id] = after.value.value
-            return docs
-    return {}
 
 
 def _type_name(annotation: Any) -> str:
@@ -217,7 +194,7 @@ def _default(value: Any) -> str:
 def _config_fields(cls: type) -> list[list[str]]:
     """Rows (field, type, default, meaning) of the fields ``cls`` itself declares."""
     attributes = _section(cls.__doc__, "Attributes")
-    own = _field_docstrings(cls)
+    own = field_docs(cls)  # the same docstrings the CLI's flags take their help from
     rows = []
     if dataclasses.is_dataclass(cls):
         inherited = {

@@ -39,8 +39,8 @@ carry little signal (README "Quality")."""
 MAIN_MODEL = "qwen2.5-coder-1.5b"
 """The model of the main job (``ask``, ``evaluate``, ``serve``, ``calibrate`` without
 ``--model``; ``Judge.load()``): Qwen2.5-Coder-1.5B-Instruct from the ``qwen15b`` extra (about
-1.1 GB). Chosen over the embedded 135M on issue 15's measurements (README "Judgment
-quality"); Gemma-3-270M and Qwen2.5-Coder-0.5B were not measured."""
+1.1 GB). Chosen over the embedded 135M on the measured judgment quality (README "What quality
+to expect"); Gemma-3-270M and Qwen2.5-Coder-0.5B were not measured."""
 
 
 STATUS_LOGGER = "logitjudge.status"

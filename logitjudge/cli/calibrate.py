@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, load_judge, plain
+from logitjudge.cli.common import add_model_args, float_between, load_judge, plain
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
@@ -64,17 +64,6 @@ def _run_data_rows(judge: JudgeLike, rows: list[dict[str, Any]], batch_size: int
     return out
 
 
-def _share(text: str) -> float:
-    """``--holdout``: a share strictly between 0 and 1 (0 would check nothing, 1 fit nothing)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 < value < 1.0:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{text} must lie strictly between 0 and 1")
-    return value
-
-
 def _writable(path: str, flag: str, inputs: list[str]) -> str | None:
     """Why ``path`` cannot be written as ``flag``'s file (checked before any work), or None."""
     target = Path(path)
@@ -103,7 +92,7 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, help="reliability diagram PNG (held-out part, before/after)")
     p.add_argument(
         "--holdout",
-        type=_share,
+        type=float_between(0.0, 1.0),
         default=0.5,
         help="share of source items held out for the refusal check and the report (default 0.5)",
     )

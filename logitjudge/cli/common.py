@@ -7,15 +7,16 @@ status 2 for a bad request and 1 for an engine failure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+from logitjudge.cli.config_args import add_config_argument, config_values, plain
 from logitjudge.cli.status import load_status
 from logitjudge.engine.config import (
     ATTN_CHOICES,
@@ -39,6 +40,8 @@ __all__ = [
     "error_json",
     "fail",
     "positive_int",
+    "nonnegative_int",
+    "float_between",
 ]
 
 
@@ -62,12 +65,22 @@ nonnegative_int = _int_at_least(0)
 """An ``argparse`` type: an integer >= 0 (``--state-cache-mb 0`` = off)."""
 
 
-def plain(doc: str | None) -> str:
-    """The first paragraph of a docstring as plain text for ``--help``: reST roles and double
-    backquotes removed (``:mod:`x``` -> x, a double-quoted literal -> the literal), lines joined."""
-    first = (doc or "").strip().split("\n\n")[0]
-    first = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", first)
-    return " ".join(first.replace("``", "").split())
+def float_between(low: float, high: float, unit: str = "") -> Callable[[str], float]:
+    """An ``argparse`` type: a number strictly between ``low`` and ``high`` (``nan`` refused;
+    ``high=inf`` for "more than ``low``"), ``unit`` named in the message."""
+    what = f" {unit}" if unit else ""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number{what and ' of' + what}, got {text!r}") from None
+        if not low < value < high:  # also refuses nan
+            bound = f"more than {low:g}{what}" if high == float("inf") else f"strictly between {low:g} and {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+
+    return parse
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -84,11 +97,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="let a --model id missing here be fetched from the Hugging Face hub (also "
         "LOGITJUDGE_ALLOW_DOWNLOAD=1); without it nothing touches a network",
     )
-    p.add_argument("--device", default=EngineConfig.device, help="auto, cpu, cuda, cuda:N (default %(default)s)")
-    p.add_argument("--dtype", default=EngineConfig.dtype, help="auto, float32, bfloat16, float16 (default %(default)s)")
-    p.add_argument(
-        "--strategy", default=EngineConfig.strategy, help=f"auto, {', '.join(STRATEGIES)} (default %(default)s)"
-    )
+    # The engine's and vLLM's flags: default and help from the config fields (cli.config_args).
+    add_config_argument(p, EngineConfig, "device")
+    add_config_argument(p, EngineConfig, "dtype")
+    add_config_argument(p, EngineConfig, "strategy", choices=("auto", *STRATEGIES))
     p.add_argument(
         "--calibration",
         default="shipped",
@@ -96,31 +108,32 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="shipped (default: the calibration shipped for this model, prompt version and dtype, if any), "
         "none, or a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
     )
-    p.add_argument(
-        "--attn",
-        default=EngineConfig.attn,
-        help=f"{', '.join(ATTN_CHOICES)} (default %(default)s: flex on CUDA where the model supports it)",
-    )
-    p.add_argument(
-        "--engine-row-tokens",
-        type=positive_int,
+    add_config_argument(p, EngineConfig, "attn", choices=ATTN_CHOICES)
+    add_config_argument(
+        p,
+        EngineConfig,
+        "max_row_tokens",
+        flag="--engine-row-tokens",
         default=None,
-        help="most tokens in one packed forward row inside an engine call (the engine's max_row_tokens; "
-        f"default {EngineConfig.max_row_tokens}); "
-        "`serve --max-num-batched-tokens` is the scheduler's budget across requests",
+        type=positive_int,
+        help_suffix=f"(default {EngineConfig.max_row_tokens}; `serve --max-num-batched-tokens` is the "
+        "scheduler's budget across requests)",
     )
-    p.add_argument(
-        "--prompt-version",
+    add_config_argument(
+        p,
+        EngineConfig,
+        "prompt_version",
         default=None,
         choices=PROMPT_VERSIONS,
-        help=f"prompt template (default {EngineConfig.prompt_version}; lj-prompt-2: fewer tokens per question)",
+        help_suffix=f"(default {EngineConfig.prompt_version})",
     )
-    p.add_argument(
-        "--state-cache-mb",
-        type=nonnegative_int,
+    add_config_argument(
+        p,
+        EngineConfig,
+        "state_cache_mb",
         default=None,
-        help="MiB of state KV kept across requests (a repeated state skips its prefix forward; 0 = off; "
-        f"default {EngineConfig.state_cache_mb})",
+        type=nonnegative_int,
+        help_suffix=f"(default {EngineConfig.state_cache_mb})",
     )
     p.add_argument(
         "--rotations",
@@ -130,49 +143,15 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         f"(1 = a single order; default: every cyclic rotation of up to {SYSTEMONE_ROTATIONS} options for "
         "System One questions, 1 for the evaluators')",
     )
-    p.add_argument(
-        "--backend",
-        default=EngineConfig.backend,
-        choices=BACKENDS,
-        help="what runs the forward passes (default %(default)s); vllm: paged KV cache with prefix caching, "
-        "continuous batching, tensor/pipeline/data parallelism (install: README)",
-    )
+    add_config_argument(p, EngineConfig, "backend", choices=BACKENDS)
     v = p.add_argument_group("vLLM backend (with --backend vllm; passed to vLLM's engine)")
-    v.add_argument("--tensor-parallel-size", type=positive_int, default=VllmConfig.tensor_parallel_size)
-    v.add_argument("--pipeline-parallel-size", type=positive_int, default=VllmConfig.pipeline_parallel_size)
-    v.add_argument("--data-parallel-size", type=positive_int, default=VllmConfig.data_parallel_size)
-    v.add_argument(
-        "--distributed-executor-backend",
-        default=VllmConfig.distributed_executor_backend,
-        choices=DISTRIBUTED_EXECUTORS,
-        help="mp (one machine), ray (several machines: a running Ray cluster), uni (default: vLLM's choice)",
-    )
-    v.add_argument(
-        "--block-size",
-        type=positive_int,
-        default=VllmConfig.block_size,
-        help="KV-cache block in tokens, the unit of prefix caching (default %(default)s)",
-    )
-    v.add_argument(
-        "--kv-cache-gib",
-        type=positive_int,
-        default=VllmConfig.kv_cache_gib,
-        help="KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, vLLM default 4; GPU: kv_cache_memory_bytes)",
-    )
-    v.add_argument("--gpu-memory-utilization", type=float, default=VllmConfig.gpu_memory_utilization)
-    v.add_argument(
-        "--max-model-len",
-        type=positive_int,
-        default=VllmConfig.max_model_len,
-        help="vLLM's context (default: the model's, capped at the state budget + 1)",
-    )
-    v.add_argument(
-        "--no-enforce-eager",
-        dest="enforce_eager",
-        action="store_false",
-        default=VllmConfig.enforce_eager,
-        help="let vLLM compile / capture CUDA graphs (slower start, faster steps)",
-    )
+    for field in dataclasses.fields(VllmConfig):
+        if field.name == "distributed_executor_backend":
+            add_config_argument(v, VllmConfig, field.name, choices=DISTRIBUTED_EXECUTORS)
+        elif field.type in ("int", "int | None"):
+            add_config_argument(v, VllmConfig, field.name, type=positive_int)
+        else:
+            add_config_argument(v, VllmConfig, field.name)
     p.add_argument(
         "--judge-factory",
         default=None,
@@ -235,7 +214,7 @@ def _load(judge_cls: Any, args: argparse.Namespace, vllm: VllmConfig, rotations:
         dtype=args.dtype,
         strategy=args.strategy,
         attn=args.attn,
-        max_row_tokens=args.engine_row_tokens,
+        max_row_tokens=args.max_row_tokens,
         state_cache_mb=args.state_cache_mb,
         prompt_version=args.prompt_version,
         calibration=args.calibration,
@@ -251,17 +230,7 @@ def vllm_config(args: argparse.Namespace) -> VllmConfig:
     Raises:
         ValueError: a value out of range (the message names the option).
     """
-    return VllmConfig(
-        tensor_parallel_size=args.tensor_parallel_size,
-        pipeline_parallel_size=args.pipeline_parallel_size,
-        data_parallel_size=args.data_parallel_size,
-        distributed_executor_backend=args.distributed_executor_backend,
-        block_size=args.block_size,
-        kv_cache_gib=args.kv_cache_gib,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        max_model_len=args.max_model_len,
-        enforce_eager=args.enforce_eager,
-    )
+    return VllmConfig(**config_values(args, VllmConfig))
 
 
 def error_json(exc: LogitJudgeError) -> str:

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge import __version__
-from logitjudge.cli.common import add_model_args, load_judge, nonnegative_int, plain, positive_int
+from logitjudge.cli.common import add_model_args, float_between, load_judge, nonnegative_int, plain, positive_int
 from logitjudge.cli.progress import ItemProgress
 from logitjudge.cli.remote import (
     DEFAULT_RETRIES,
@@ -195,7 +195,7 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=float_between(0.0, float("inf"), "seconds"),
         default=None,
         metavar="SECONDS",
         help=f"with --server: how long to wait for each answer (default {DEFAULT_TIMEOUT:g})",
@@ -215,17 +215,6 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _fail(message: str, status: int = 2) -> int:
     print(f"logitjudge evaluate: {message}", file=sys.stderr)
     return status
-
-
-def _positive_seconds(text: str) -> float:
-    """An ``argparse`` type: a finite number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
-    return value
 
 
 def _server_status(exc: ServerError) -> int:

@@ -24,6 +24,7 @@ import time
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, fail, load_judge, positive_int
+from logitjudge.cli.config_args import add_config_argument, config_values
 from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES
 from logitjudge.errors import LogitJudgeError, RequestError
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
@@ -74,72 +75,44 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PATH",
         help="require a key listed in PATH (one per line, # comments; also LOGITJUDGE_API_KEYS_FILE)",
     )
-    # Defaults and their help come from ServerConfig (the one set of server defaults).
-    p.add_argument(
-        "--max-queue",
-        type=positive_int,
-        default=ServerConfig.max_queue,
-        help="requests that may wait; more get 529 (default %(default)s)",
-    )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=positive_int,
+    # Defaults and help from ServerConfig's fields (cli.config_args): the one set of server defaults.
+    add_config_argument(p, ServerConfig, "max_queue", type=positive_int)
+    add_config_argument(
+        p,
+        ServerConfig,
+        "max_num_batched_tokens",
         default=None,
-        help="the scheduler's estimated-token budget of one engine call across requests (default: "
-        f"{CPU_BATCHING[0]} on CPU, {ACCELERATOR_BATCHING[0]} on GPU); the engine's row budget is --engine-row-tokens",
-    )
-    p.add_argument(
-        "--max-batch-requests",
         type=positive_int,
+        help_suffix=f"(default: {CPU_BATCHING[0]} on CPU, {ACCELERATOR_BATCHING[0]} on GPU; the engine's row "
+        "budget is --engine-row-tokens)",
+    )
+    add_config_argument(
+        p,
+        ServerConfig,
+        "max_batch_requests",
         default=None,
-        help="most requests per engine call; 1 = no batching "
-        f"(default: {CPU_BATCHING[1]} on CPU, {ACCELERATOR_BATCHING[1]} on GPU)",
-    )
-    p.add_argument(
-        "--max-concurrent-batches",
         type=positive_int,
+        help_suffix=f"(default: {CPU_BATCHING[1]} on CPU, {ACCELERATOR_BATCHING[1]} on GPU)",
+    )
+    add_config_argument(
+        p,
+        ServerConfig,
+        "max_concurrent_batches",
         default=None,
-        help="engine calls in flight at once (default: 1 on the transformers backend, "
-        f"{VLLM_CONCURRENT_BATCHES} on vllm, which batches continuously)",
-    )
-    p.add_argument(
-        "--max-body-bytes",
         type=positive_int,
-        default=ServerConfig.max_body_bytes,
-        help="largest request body after zstd decoding; larger gets 413 "
-        f"(default {_size(ServerConfig.max_body_bytes)})",
+        help_suffix=f"(default: 1 on the transformers backend, {VLLM_CONCURRENT_BATCHES} on vllm)",
     )
-    p.add_argument(
-        "--max-questions",
+    add_config_argument(
+        p,
+        ServerConfig,
+        "max_body_bytes",
         type=positive_int,
-        default=ServerConfig.max_questions,
-        help="questions per request (and per evaluate item); more gets 422 (default %(default)s)",
+        help_suffix=f"(default {_size(ServerConfig.max_body_bytes)})",
     )
-    p.add_argument(
-        "--max-items",
-        type=positive_int,
-        default=ServerConfig.max_items,
-        help="items per POST /api/v1/evaluate batch; more gets 422 (default %(default)s)",
-    )
-    p.add_argument(
-        "--max-text-chars",
-        type=positive_int,
-        default=ServerConfig.max_text_chars,
-        help="characters in any one string of a request; more gets 422 (default %(default)s)",
-    )
-    p.add_argument(
-        "--drain-timeout",
-        type=float,
-        default=ServerConfig.drain_timeout,
-        help="seconds a shutdown (SIGTERM, Ctrl-C) waits for accepted requests (default %(default)g)",
-    )
-    p.add_argument(
-        "--strict-wire",
-        action="store_true",
-        default=ServerConfig.strict_wire,
-        help="answer without any x_ extension field (x_option_mass, ...), for clients that validate "
-        "responses against a closed schema; a request's x_strict_wire overrides it either way (default: off)",
-    )
+    for name in ("max_questions", "max_items", "max_text_chars"):
+        add_config_argument(p, ServerConfig, name, type=positive_int)
+    add_config_argument(p, ServerConfig, "drain_timeout")
+    add_config_argument(p, ServerConfig, "strict_wire", help_suffix="(default: off)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     add_model_args(p)  # the one set of model flags (and loader) of every subcommand
     p.set_defaults(func=run_serve)
@@ -209,15 +182,8 @@ def run_serve(args: argparse.Namespace) -> int:
         keys = resolve_api_keys(args)
     except OSError as exc:
         return fail(f"--api-keys-file: cannot read the keys: {exc}")
-    server_options = {
-        "max_queue": args.max_queue,
-        "max_body_bytes": args.max_body_bytes,
-        "drain_timeout": args.drain_timeout,
-        "max_questions": args.max_questions,
-        "max_items": args.max_items,
-        "max_text_chars": args.max_text_chars,
-        "strict_wire": args.strict_wire,
-    }
+    # the scheduler's batching fields are None here when the device picks them (create_app)
+    server_options = {k: v for k, v in config_values(args, ServerConfig).items() if v is not None}
     try:
         ServerConfig(api_keys=keys, **server_options)
     except ValueError as exc:
@@ -229,20 +195,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return fail(f"cannot load the model: {exc.message}", exc.error_type)
     except LogitJudgeError as exc:
         return fail(f"cannot load the model: {exc.message}", exc.error_type, status=1)
-    app = create_app(
-        judge,
-        api_keys=keys,
-        max_queue=args.max_queue,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        max_batch_requests=args.max_batch_requests,
-        max_concurrent_batches=args.max_concurrent_batches,
-        max_body_bytes=args.max_body_bytes,
-        drain_timeout=args.drain_timeout,
-        max_questions=args.max_questions,
-        max_items=args.max_items,
-        max_text_chars=args.max_text_chars,
-        strict_wire=args.strict_wire,
-    )
+    app = create_app(judge, api_keys=keys, **config_values(args, ServerConfig))
     # Never log the keys themselves, only how many there are.
     logger.info(
         "serving %s on http://%s:%d (auth %s%s); the model loaded and self-checked in %.1f s",

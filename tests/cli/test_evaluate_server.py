@@ -156,7 +156,9 @@ def test_a_killed_run_resumes_with_every_row_once(served, with_key, tmp_path, ca
         time.sleep(0.05)
     proc.kill()  # SIGKILL: no clean-up, possibly half a line written
     proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    assert proc.stderr is not None
+    with proc.stderr:
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read()
     written = out.read_bytes().count(b"\n")
     assert 2 <= written < len(rows), written
     status, err = _run(capsys, data, "--out", out, "--server", served, "--batch-size", "1")

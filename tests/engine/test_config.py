@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig, SchedulerConfig
+from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig, SchedulerConfig, VllmConfig
 from logitjudge.errors import UnsupportedModelError
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 from logitjudge.server.limits import RequestLimits
@@ -80,7 +80,28 @@ def test_the_serve_flags_default_to_the_server_config():
     assert f"{CPU_BATCHING[1]} on CPU" in requests and f"{ACCELERATOR_BATCHING[1]} on GPU" in requests
     assert "--engine-row-tokens" in tokens  # the other budget is named, not confused
     assert "16 MiB" in _help(parser, "max_body_bytes") and ServerConfig.max_body_bytes == 16 << 20
-    assert "(default 60)" in _help(parser, "drain_timeout")
+    assert "(default 60.0)" in _help(parser, "drain_timeout")
+
+
+def test_the_flags_help_is_the_config_fields_docstring():
+    """Flags derived from the config dataclasses: each one's help starts from its field's
+    docstring, so a meaning is written once (cli.config_args)."""
+    from logitjudge.cli.config_args import field_docs, first_sentence, plain
+
+    parser = _serve_parser()
+    engine_fields = ["device", "dtype", "strategy", "attn", "max_row_tokens", "prompt_version", "state_cache_mb"]
+    derived = {
+        ServerConfig: [f.name for f in dataclasses.fields(ServerConfig) if f.name != "api_keys"],
+        VllmConfig: [f.name for f in dataclasses.fields(VllmConfig)],
+        EngineConfig: [*engine_fields, "backend"],
+    }
+    for cls, names in derived.items():
+        for name in names:
+            doc = first_sentence(plain(field_docs(cls)[name]))
+            assert doc and doc in _help(parser, name), (cls.__name__, name)
+    args = parser.parse_args([])
+    assert all(getattr(args, f.name) == f.default for f in dataclasses.fields(VllmConfig))
+    assert parser.parse_args(["--no-enforce-eager"]).enforce_eager is False
 
 
 def test_the_model_flags_default_to_the_engine_config():
@@ -91,12 +112,12 @@ def test_the_model_flags_default_to_the_engine_config():
     args = parser.parse_args([])
     for field in ("device", "dtype", "strategy", "attn"):
         assert getattr(args, field) == getattr(EngineConfig, field), field
-    assert args.engine_row_tokens is None  # None = the engine's default, named in the help
-    assert f"default {EngineConfig.max_row_tokens}" in _help(parser, "engine_row_tokens")
-    assert all(s in _help(parser, "strategy") for s in STRATEGIES)
+    assert args.max_row_tokens is None  # None = the engine's default, named in the help
+    assert f"default {EngineConfig.max_row_tokens}" in _help(parser, "max_row_tokens")
+    choices = {a.dest: a.choices for a in parser._actions}
+    assert set(choices["strategy"]) == {"auto", *STRATEGIES} and set(choices["attn"]) == set(ATTN_CHOICES)
     assert args.state_cache_mb is None and f"default {EngineConfig.state_cache_mb}" in _help(parser, "state_cache_mb")
     assert args.prompt_version is None and EngineConfig.prompt_version in _help(parser, "prompt_version")
-    assert all(a in _help(parser, "attn") for a in ATTN_CHOICES)
 
 
 def test_the_accelerator_batching_is_the_scheduler_default():

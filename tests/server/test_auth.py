@@ -104,7 +104,7 @@ def test_serve_parser_collects_repeatable_keys() -> None:
     assert args.api_key == ["a", "b"] and args.port == 9001 and args.host == "127.0.0.1"
     assert args.max_num_batched_tokens == 512 and args.max_queue == 256 and args.model is None
     # the one set of model flags (logitjudge.cli.add_model_args): the engine's own defaults apply
-    assert (args.strategy, args.attn, args.calibration, args.engine_row_tokens) == ("auto", "auto", "shipped", None)
+    assert (args.strategy, args.attn, args.calibration, args.max_row_tokens) == ("auto", "auto", "shipped", None)
     assert args.rotations is None and args.judge_factory is None
     assert args.max_batch_requests is None  # the device decides (see default_batching)
     assert args.api_keys_file is None
