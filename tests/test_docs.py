@@ -30,7 +30,7 @@ FORBIDDEN = {
     "a colleague": re.compile(r"\bcolleague", re.IGNORECASE),
     "another engineer": re.compile(r"\banother engineer", re.IGNORECASE),
     # 7+ hex characters with at least one digit and one letter (a digest), not a plain number or
-    # word, nor a fingerprint inside a file name (qwen2.5-coder-1.5b-instruct-9c778aac-lj-prompt-...)
+    # word, nor a fingerprint inside a file name (qwen2.5-coder-1.5b-instruct-89849d46-lj-prompt-...)
     "a commit digest": re.compile(r"(?<![-\w./])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![-\w])"),
 }
 # A sha256 that pins a file users can verify is not a commit digest: 64 hex characters.

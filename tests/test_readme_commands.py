@@ -34,7 +34,7 @@ NOT_RUN = {
     "make demo": "CI runs `make check`, which builds the same environments; `make demo` loads the 1.5B",
     "make test": "CI runs it (`make check` ends with `make test`)",
     "pip install": "the environment CI builds with the Makefile is this one",
-    "evaluator      n": "an excerpt of the printed summary",
+    "evaluator   ": "an excerpt of the printed summary",
     "request -> contract": "the request diagram",
     "@software": "the citation",
     "logitjudge ask REQUEST.json [": "a synopsis (the request below it is run through `ask`)",
@@ -86,7 +86,8 @@ def _env() -> dict[str, str]:
 
 
 def _of_kind(kind: str) -> list[str]:
-    return [text for _, _, text in BLOCKS if _kind(text) == kind]
+    """The distinct blocks of ``kind`` (a command shown on two pages runs once)."""
+    return list(dict.fromkeys(text for _, _, text in BLOCKS if _kind(text) == kind))
 
 
 def test_every_block_is_run_or_named():

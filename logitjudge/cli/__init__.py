@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 
 from logitjudge.cli.ask import add_ask_parser
 from logitjudge.cli.calibrate import add_calibrate_parser
-from logitjudge.cli.common import add_model_args, allow_downloads, load_judge
+from logitjudge.cli.common import add_model_args, allow_downloads, load_judge, run_subcommand
 from logitjudge.cli.compare import add_compare_parser
 from logitjudge.cli.evaluate import add_evaluate_parser
 from logitjudge.cli.serve import add_serve_parser
@@ -57,8 +56,4 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    return int(args.func(args) or 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    return run_subcommand(args)

@@ -42,6 +42,7 @@ __all__ = [
     "positive_int",
     "nonnegative_int",
     "float_between",
+    "run_subcommand",
 ]
 
 
@@ -231,6 +232,20 @@ def vllm_config(args: argparse.Namespace) -> VllmConfig:
         ValueError: a value out of range (the message names the option).
     """
     return VllmConfig(**config_values(args, VllmConfig))
+
+
+def run_subcommand(args: argparse.Namespace) -> int:
+    """Run the parsed subcommand (``args.func``) and return its exit status; Ctrl-C prints one
+    line (for ``evaluate``: where the rows are kept and how to resume) instead of a traceback
+    and returns 130 (128 + SIGINT, as shells report it)."""
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        said = "interrupted"
+        if args.command == "evaluate":
+            said += f"; the rows written are kept in {args.out}: run the same command again to resume"
+        print(f"logitjudge {args.command}: {said}", file=sys.stderr)
+        return 130
 
 
 def error_json(exc: LogitJudgeError) -> str:

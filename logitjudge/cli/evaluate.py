@@ -63,7 +63,15 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge import __version__
-from logitjudge.cli.common import add_model_args, float_between, load_judge, nonnegative_int, plain, positive_int
+from logitjudge.cli.common import (
+    add_model_args,
+    float_between,
+    load_judge,
+    nonnegative_int,
+    plain,
+    positive_int,
+    run_subcommand,
+)
 from logitjudge.cli.progress import ItemProgress
 from logitjudge.cli.remote import (
     DEFAULT_RETRIES,
@@ -799,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     add_evaluate_parser(sub)
     args = parser.parse_args(["evaluate", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
+    return run_subcommand(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -243,9 +243,19 @@ def layers_ignore_masks(config: Any) -> bool:
     return any(t not in ATTENTION_LAYER_TYPES for t in layer_types)
 
 
+def config_identity(config: dict[str, Any]) -> str:
+    """A model config as canonical JSON less what does not describe the model: keys starting with
+    ``_`` (the directory it was read from, e.g. ``_name_or_path``) and ``transformers_version``
+    (the library that wrote it), so the same weights get the same fingerprint whatever the
+    install path or the transformers release."""
+    kept = {k: v for k, v in config.items() if not k.startswith("_") and k != "transformers_version"}
+    return json.dumps(kept, sort_keys=True)
+
+
 def weights_fingerprint(model: Any) -> str:
-    """sha256 over the config JSON and every parameter's name, shape and dtype (not the values)."""
-    h = hashlib.sha256(model.config.to_json_string(use_diff=False).encode())
+    """sha256 over the config (:func:`config_identity`) and every parameter's name, shape and
+    dtype (not the values)."""
+    h = hashlib.sha256(config_identity(json.loads(model.config.to_json_string(use_diff=False))).encode())
     for name, p in model.state_dict().items():
         h.update(f"{name}:{tuple(p.shape)}:{p.dtype}".encode())
     return h.hexdigest()

@@ -35,7 +35,13 @@ import torch
 
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.core import SELF_CHECK_REQUEST, Engine, tolerance_for
-from logitjudge.engine.model import cpu_has_native_bf16, resolve_device, resolve_dtype, resolve_model
+from logitjudge.engine.model import (
+    config_identity,
+    cpu_has_native_bf16,
+    resolve_device,
+    resolve_dtype,
+    resolve_model,
+)
 from logitjudge.engine.pack import LabelTerm, RequestPlan
 from logitjudge.engine.prompt import PromptBuilder
 from logitjudge.engine.readout import Readout
@@ -60,7 +66,7 @@ def files_fingerprint(model_dir: Path) -> str:
     h = hashlib.sha256(b"vllm:")
     config = model_dir / "config.json"
     if config.exists():
-        h.update(json.dumps(json.loads(config.read_text()), sort_keys=True).encode())
+        h.update(config_identity(json.loads(config.read_text())).encode())
     for path in sorted(model_dir.glob("*.safetensors")):
         with safe_open(str(path), framework="pt") as f:
             for name in sorted(f.keys()):

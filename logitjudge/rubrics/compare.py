@@ -139,7 +139,10 @@ def compare_evaluator(
             "labels": [str(v) for v in labels],
             "rows": "ours",
             "columns": "theirs",
-            "matrix": confusion_matrix(
+            # one label: every pair agrees (sklearn warns on a 1x1 matrix)
+            "matrix": [[len(ours)]]
+            if len(labels) == 1
+            else confusion_matrix(
                 [str(v) for v in ours], [str(v) for v in theirs], labels=[str(v) for v in labels]
             ).tolist(),
         }

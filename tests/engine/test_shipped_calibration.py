@@ -311,3 +311,30 @@ def test_the_http_evaluate_route_applies_the_evaluator_scaling(default_judge):
     assert batch.status_code == 200, batch.text
     scores = [r["results"]["faithfulness"]["score"] for r in batch.json()["results"]]
     assert scores == [pytest.approx(want, abs=1e-6)] * 2
+
+
+def test_the_fingerprint_ignores_the_install_path_and_the_transformers_release(make_tiny_model):
+    """A shipped calibration is bound to the weights: the same weights read from another
+    directory or written by another transformers release keep their fingerprint."""
+    from logitjudge.engine.model import weights_fingerprint
+
+    model = make_tiny_model("llama")
+    before = weights_fingerprint(model)
+    model.config._name_or_path = "/home/someone-else/.cache/logitjudge/models/x"
+    model.config.transformers_version = "9.99.0"
+    assert weights_fingerprint(model) == before
+    model.config.num_hidden_layers += 1  # the model itself changed: another fingerprint
+    assert weights_fingerprint(model) != before
+
+
+def test_the_shipped_calibration_applies_to_the_main_model_as_installed():
+    """The main model loaded as a user loads it (the qwen15b extra, fp32 on CPU) gets the
+    calibration shipped for it: its fingerprint is the one the file was fitted for."""
+    from logitjudge.engine.core import Engine
+    from logitjudge.engine.model import load_model
+    from logitjudge.settings import MAIN_MODEL
+
+    described = Engine(load_model(MAIN_MODEL, device="cpu", dtype="float32")).describe()
+    cal = shipped_for(described)
+    assert cal is not None, f"no shipped calibration for fingerprint {described['fingerprint']}"
+    assert cal.origin.startswith("shipped:qwen2.5-coder-1.5b-instruct-")

@@ -87,6 +87,26 @@ def test_evaluate_sample_writes_results_summary_and_report(tmp_path):
     assert html.count("<details class='item") == len(sample_ids)  # every item, to debug from
 
 
+def test_ctrl_c_stops_with_one_line_and_the_rows_kept(tmp_path):
+    """SIGINT (Ctrl-C) mid-run: exit 130, one line saying how to resume, no traceback."""
+    data, out = tmp_path / "data.jsonl", tmp_path / "out.jsonl"
+    rows = [{"id": f"i{i}", "input": f"q {i}", "output": f"a {i}", "context": [f"c {i}"]} for i in range(14)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cmd = _cmd(data, out, "--evaluators", "faithfulness", "--batch-size", "1", factory="lj_factories:make_slow_judge")
+    with subprocess.Popen(cmd, env=_env(), cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        deadline = time.monotonic() + 240  # a guard against a hung child, not a timing assertion
+        while not (out.exists() and out.read_bytes().count(b"\n") >= 2) and proc.poll() is None:
+            assert time.monotonic() < deadline, "no rows written in 240 s"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    text = err.decode()
+    assert proc.returncode == 130, text
+    assert "interrupted; the rows written are kept in" in text and "run the same command again" in text
+    assert "Traceback" not in text
+    assert 2 <= len(_ids(out)) < len(rows)
+
+
 def test_resume_after_kill_writes_every_id_exactly_once(tmp_path):
     data = tmp_path / "data.jsonl"
     rows = [
@@ -119,6 +139,8 @@ def test_resume_after_kill_writes_every_id_exactly_once(tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    assert proc.stderr is not None
+    proc.stderr.close()
     first = _ids(out)
     assert 3 <= len(first) < len(rows), "killed mid-run"
     first_rows = out.read_text().splitlines()
