@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import sys
 import time
 from typing import Any
 
@@ -228,6 +230,20 @@ def run_serve(args: argparse.Namespace) -> int:
         close = getattr(judge, "close", None)  # a --judge-factory judge may have none
         if close is not None:
             close()  # the vLLM backend's engine processes
+    abandoned = app.state.scheduler.engine_calls_running
+    if abandoned:
+        # The drain timed out with the engine mid-forward: its answers have no one to go to, and
+        # waiting for the thread (as the interpreter would at exit) can take minutes on a CPU.
+        logger.warning(
+            "the drain timed out (--drain-timeout %g s) with %d engine call(s) still running; "
+            "exiting without waiting for them",
+            args.drain_timeout,
+            abandoned,
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     if stopped_by:
         logger.info("stopped by %s after draining", signal.Signals(stopped_by[0]).name)
     return 0

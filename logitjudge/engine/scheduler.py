@@ -48,7 +48,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -167,6 +167,7 @@ class Scheduler:
         self._pending: collections.deque[_Job] = collections.deque()
         self._in_flight = 0
         self._running: set[asyncio.Task[None]] = set()  # batches in the engine now
+        self._calls: set[Future[list[EngineResult | LogitJudgeError]]] = set()  # their threads' work
         self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
@@ -187,6 +188,13 @@ class Scheduler:
     def in_flight(self) -> int:
         """Requests in the batches the engine is running now."""
         return self._in_flight
+
+    @property
+    def engine_calls_running(self) -> int:
+        """Engine calls still running in their threads. After a drain that timed out these are
+        abandoned: nothing waits for their answers, but a thread cannot be interrupted mid-forward,
+        so a process that must stop now exits without them (``logitjudge serve`` does)."""
+        return sum(not call.done() for call in list(self._calls))
 
     @property
     def closing(self) -> bool:
@@ -310,9 +318,10 @@ class Scheduler:
         waits = [started - job.enqueued for job in batch]
         self._in_flight += len(batch)
         try:
-            results = await self._loop.run_in_executor(
-                self._executor, self._run_isolated, [job.request for job in batch]
-            )
+            call = self._executor.submit(self._run_isolated, [job.request for job in batch])
+            self._calls.add(call)
+            call.add_done_callback(self._calls.discard)
+            results = await asyncio.wrap_future(call, loop=self._loop)
         except BaseException:  # cancelled (a drain that timed out)
             for job in batch:
                 if not job.future.done():

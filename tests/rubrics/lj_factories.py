@@ -34,3 +34,13 @@ def _slow_script(state, question):
 
 def make_slow_judge() -> Judge:
     return Judge(ScriptedEngine(_slow_script))
+
+
+def _stuck_script(state, question):
+    time.sleep(300)  # longer than any test waits: the call is still running when the test ends
+    return _script(state, question)
+
+
+def make_stuck_judge() -> Judge:
+    """An engine whose every call outlasts the test (``serve``'s drain that times out)."""
+    return Judge(ScriptedEngine(_stuck_script))

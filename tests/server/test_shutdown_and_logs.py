@@ -131,3 +131,42 @@ def test_no_response_path_logs_state_text(caplog: pytest.LogCaptureFixture) -> N
     assert [r.status_code for r in sent] == [200, 500, 400, 422, 422, 200, 422]
     assert caplog.records, "nothing was logged at all: the check would be empty"
     assert MARKER not in caplog.text
+
+
+def test_a_drain_that_times_out_exits_without_waiting_for_the_engine(tmp_path: Path) -> None:
+    """SIGTERM while an engine call runs past ``--drain-timeout``: the server says so and exits
+    (status 1) instead of waiting for the forward to finish (minutes on a CPU)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(here.parent / "rubrics"), str(here.parent), env.get("PYTHONPATH", "")])
+    env.pop("LOGITJUDGE_API_KEYS", None)
+    env.pop("LOGITJUDGE_API_KEYS_FILE", None)
+    cmd = [sys.executable, "-m", "logitjudge.cli", "serve", "--port", str(port), "--drain-timeout", "1"]
+    cmd += ["--judge-factory", "lj_factories:make_stuck_judge"]
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _wait(lambda: _health(url) is not None or proc.poll() is not None, "the server is up", 300)
+            assert proc.poll() is None, log.read_text()
+
+            def client() -> None:
+                try:
+                    httpx.post(f"{url}/v1/systemone", json=BODY, timeout=240)
+                except httpx.HTTPError:
+                    pass  # the server goes away under it
+
+            threading.Thread(target=client, daemon=True).start()
+            _wait(lambda: (_health(url) or {}).get("queue", {}).get("in_flight") == 1, "the call is running", 60)
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=120)  # the engine call sleeps 300 s: waiting for it would time out here
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = log.read_text()
+    assert code == 1, text[-3000:]
+    assert "1 engine call(s) still running; exiting without waiting for them" in text, text[-3000:]
