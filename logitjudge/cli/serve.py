@@ -59,7 +59,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "serve",
         help="serve POST /v1/systemone (a drop-in for the System One API) over HTTP",
-        description="Serve POST /v1/systemone, GET /v1/models, /healthz, /metrics and /docs.",
+        description="Serve POST /v1/systemone, POST /api/v1/evaluate, GET /v1/models, /healthz, /metrics and /docs.",
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default 8000)")

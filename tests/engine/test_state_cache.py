@@ -162,3 +162,23 @@ def test_default_model_hit_is_exact(default_engine):
     for p, g in zip(plans, got):
         assert max_diff(g, probs(default_engine.run_plans([p], "separate"))) <= TOL
     default_engine.state_cache.clear()
+
+
+def test_a_single_question_runs_in_one_forward_and_still_fills_the_state_cache(llama, make_tiny):
+    """One question in one row: ``auto`` runs one causal forward (``separate``) and keeps the
+    state's KV cropped from it, so the next request on the state skips the prefix."""
+    single = llama.plan(EngineRequest(STATE, QUESTIONS[:1]))
+    assert len(single.questions) == 1 and len(single.questions[0].views) == 1
+    assert llama.runner.choose(single) == "separate"
+    cold = llama.runner.run([single], "auto")
+    assert cold.paths == ["separate"] and cold.tokens_run == len(single.prefix) + len(
+        single.questions[0].views[0].branch
+    )
+    stats = llama.state_cache.stats()
+    assert (stats.misses, stats.entries) == (0, 1)  # stored without a prefix-only forward
+    other = llama.plan(EngineRequest(STATE, OTHER_QUESTIONS))
+    warm = llama.run_plans([other], "auto")
+    assert llama.state_cache.stats().hits == 1
+    uncached = make_tiny("llama", state_cache_mb=0)
+    assert max_diff(probs(warm), probs(uncached.run_plans([other], "separate"))) <= TOL
+    assert max_diff(probs(llama.run_plans([single], "auto")), probs(uncached.run_plans([single], "separate"))) <= TOL
