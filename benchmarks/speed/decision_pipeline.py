@@ -77,9 +77,17 @@ def wire(state: str, qs: tuple[Question, ...]) -> dict[str, Any]:
         if q.type == "noul":
             out[f"q{i}"] = {"type": "noul", "instructions": q.instructions}
         elif q.type == "choice":
-            out[f"q{i}"] = {"type": "choice", "instructions": q.instructions, "criteria": {o.name: None for o in q.options}}
+            out[f"q{i}"] = {
+                "type": "choice",
+                "instructions": q.instructions,
+                "criteria": {o.name: None for o in q.options},
+            }
         else:
-            out[f"q{i}"] = {"type": "score", "instructions": q.instructions, "criteria": [o.description for o in q.options]}
+            out[f"q{i}"] = {
+                "type": "score",
+                "instructions": q.instructions,
+                "criteria": [o.description for o in q.options],
+            }
     return {"state": state, "questions": out}
 
 
@@ -134,12 +142,12 @@ def main() -> None:
             "default": default.ask({"model": default.model_name, **request})["usage"]["input_tokens"],
         }
 
-        def ours(judge: Judge, engine: Engine) -> None:
+        def ours(judge: Judge, engine: Engine, request: dict[str, Any] = request) -> None:
             engine.state_cache.clear()  # a state never seen
             judge.ask({"model": judge.model_name, **request})
 
         fns = {
-            "pipeline": lambda: decide(request),
+            "pipeline": lambda request=request: decide(request),
             "same_prompt": lambda: ours(same, same_engine),
             "default": lambda: ours(default, base),
         }
@@ -174,7 +182,7 @@ def main() -> None:
     out = Path(args.out) if args.out else RESULTS / f"{stem}.json"
     out.write_text(json.dumps(record, indent=2) + "\n")
     md = [
-        f"# logitjudge vs `pipeline(\"decision\")`: {base.name}, CPU, {torch.get_num_threads()} threads",
+        f'# logitjudge vs `pipeline("decision")`: {base.name}, CPU, {torch.get_num_threads()} threads',
         "",
         f"{record['metadata'].get('date', '')} · commit {record['metadata'].get('git_sha', '')} · "
         f"transformers {record['metadata'].get('transformers', '')} · median of {args.repeats} interleaved runs",
