@@ -44,6 +44,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score, roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
+from logitjudge.rubrics.scoring import clipped_logit
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import RESULTS, run_metadata  # noqa: E402
 from rag_quality import load_rows  # noqa: E402
@@ -138,8 +140,7 @@ def raw_answers(model: str | None, rows: list[dict[str, Any]], batch: int = 8) -
 
 
 def _logit(p: float) -> float:
-    p = min(max(p, 1e-9), 1 - 1e-9)
-    return float(np.log(p / (1 - p)))
+    return clipped_logit(p, eps=1e-9)
 
 
 def features(raw: dict[str, Any]) -> dict[str, float]:

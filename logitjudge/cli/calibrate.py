@@ -16,13 +16,14 @@ reading the inputs, printing and writing.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, float_between, load_judge, plain
+from logitjudge.cli.common import add_model_args, complain, float_between, load_judge, plain
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
@@ -116,9 +117,8 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(message: str, status: int = 2) -> int:
-    print(f"logitjudge calibrate: {message}", file=sys.stderr)
-    return status
+_fail = functools.partial(complain, "calibrate")
+"""``_fail(message, status=2)``: the subcommand's one-line error (:func:`complain`)."""
 
 
 def _f(x: float | None) -> str:

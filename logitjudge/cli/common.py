@@ -43,6 +43,7 @@ __all__ = [
     "nonnegative_int",
     "float_between",
     "run_subcommand",
+    "complain",
 ]
 
 
@@ -244,8 +245,7 @@ def run_subcommand(args: argparse.Namespace) -> int:
         said = "interrupted"
         if args.command == "evaluate":
             said += f"; the rows written are kept in {args.out}: run the same command again to resume"
-        print(f"logitjudge {args.command}: {said}", file=sys.stderr)
-        return 130
+        return complain(args.command, said, 130)
 
 
 def error_json(exc: LogitJudgeError) -> str:
@@ -253,6 +253,13 @@ def error_json(exc: LogitJudgeError) -> str:
         {"detail": {"error_type": exc.error_type, "message": exc.message, "field": list(exc.field)}},
         ensure_ascii=False,
     )
+
+
+def complain(command: str, message: str, status: int = 2) -> int:
+    """Print ``logitjudge COMMAND: message`` on stderr (one plain line, as argparse's own errors)
+    and return ``status`` (the caller's exit status)."""
+    print(f"logitjudge {command}: {message}", file=sys.stderr)
+    return status
 
 
 def fail(message: str, error_type: str = "invalid_request_error", status: int = 2) -> int:

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import io
 import json
 import platform
@@ -65,6 +66,7 @@ from typing import Any
 from logitjudge import __version__
 from logitjudge.cli.common import (
     add_model_args,
+    complain,
     float_between,
     load_judge,
     nonnegative_int,
@@ -220,9 +222,8 @@ def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _fail(message: str, status: int = 2) -> int:
-    print(f"logitjudge evaluate: {message}", file=sys.stderr)
-    return status
+_fail = functools.partial(complain, "evaluate")
+"""``_fail(message, status=2)``: the subcommand's one-line error (:func:`complain`)."""
 
 
 def _server_status(exc: ServerError) -> int:

@@ -35,7 +35,7 @@ from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.decision import DecisionPromptBuilder, read_decision_settings
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
-from logitjudge.engine.prompt import PromptBuilder, render_text
+from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt, render_text
 from logitjudge.engine.readout import Distribution, Readout
 from logitjudge.engine.runner import Runner
 from logitjudge.engine.state_cache import StateCache
@@ -127,7 +127,7 @@ class Engine:
         lm.model.requires_grad_(False)
         self.name = lm.name
         decision = read_decision_settings(lm.source) if Path(lm.source).is_dir() else None
-        self.prompt: PromptBuilder | DecisionPromptBuilder = (
+        self.prompt: QuestionPrompt = (
             DecisionPromptBuilder(lm.tokenizer, decision)
             if decision is not None
             else PromptBuilder(
@@ -275,12 +275,8 @@ class Engine:
         prefix = tuple(prefix_ids)
         questions = []
         for q in request.questions:
-            if isinstance(self.prompt, DecisionPromptBuilder):  # its branches are the template's renderings
-                views = self.prompt.views(q, request.state, prefix_ids)
-                temperature = self.prompt.temperature(q.type)
-            else:
-                views, temperature = self.prompt.views(q), 1.0
-            questions.append(QuestionPlan(q.type, views, len(q.options), q.calibrated, temperature))
+            views = self.prompt.views(q, request.state, prefix_ids)
+            questions.append(QuestionPlan(q.type, views, len(q.options), q.calibrated, self.prompt.temperature(q.type)))
         plan = RequestPlan(prefix, tuple(questions))
         longest = max(len(v.branch) + max(len(lab) for lab in v.labels) - 1 for q in questions for v in q.views)
         if len(prefix) + longest > self.max_state_tokens:

@@ -35,6 +35,7 @@ import hashlib
 import inspect
 import json
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,7 +230,7 @@ class DecisionPromptBuilder:
         """The settings' temperature for question type ``kind`` (1 = none)."""
         return self.settings.temperature.get(kind, 1.0)
 
-    def views(self, question: Question, state: Text, prefix: list[int]) -> tuple[View, ...]:
+    def views(self, question: Question, state: Text, prefix: Sequence[int]) -> tuple[View, ...]:
         """The question's views over ``state``, each branch its rendering less ``prefix`` (what
         :meth:`prefix_ids` gave for the state): one per cyclic rotation of a choice's options
         (``rotations``), one for noul and score (a score's levels are positions).
@@ -258,7 +259,7 @@ class DecisionPromptBuilder:
             descriptions = [question.options[k].description for k in order]
             q = self._question(question.type, question.instructions, names, labels, descriptions)
             ids = self._render(state, q)
-            if ids[: len(prefix)] != prefix:
+            if list(ids[: len(prefix)]) != list(prefix):
                 raise UnsupportedModelError(
                     f"{DECISION_TEMPLATE_NAME}: a question's prompt does not start with the state's"
                 )

@@ -40,8 +40,9 @@ import itertools
 import json
 import re
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import UnsupportedModelError
@@ -127,6 +128,22 @@ class View:
     branch: tuple[int, ...]
     labels: tuple[Label, ...]
     option_index: tuple[int, ...]
+
+
+class QuestionPrompt(Protocol):
+    """What the engine asks of a prompt builder (:class:`PromptBuilder`, this engine's prompt, and
+    :class:`~logitjudge.engine.decision.DecisionPromptBuilder`, a decision checkpoint's template):
+    the state's prefix, each question's views (branches after that prefix, with their labels),
+    and the temperature its label logits are read at."""
+
+    version: str
+    tokenizer: Any
+
+    def prefix_ids(self, state: Text) -> list[int]: ...
+
+    def views(self, question: Question, state: Text, prefix: Sequence[int]) -> tuple[View, ...]: ...
+
+    def temperature(self, kind: str) -> float: ...
 
 
 class PromptBuilder:
@@ -340,10 +357,20 @@ class PromptBuilder:
         branch = self.encode_user("\n".join(lines)) + self.tail_ids
         return View(tuple(branch), tuple(display_labels), tuple(option_index))
 
-    def views(self, question: Question) -> tuple[View, ...]:
-        """The question's views: one, or ``question.rotations`` cyclic rotations (choice/score)."""
+    def views(
+        self, question: Question, state: Text | None = None, prefix: Sequence[int] | None = None
+    ) -> tuple[View, ...]:
+        """The question's views: one, or ``question.rotations`` cyclic rotations (choice/score).
+
+        ``state`` and ``prefix`` are not read: this prompt's branches do not depend on the state
+        (they are in the signature :class:`QuestionPrompt` gives every prompt builder)."""
         k = 1 if question.type in ("noul", "continuation") else max(1, min(question.rotations, len(question.options)))
         return tuple(self.view(question, r) for r in range(k))
+
+    def temperature(self, kind: str) -> float:
+        """1 for every question type: this prompt's label logits are read as they are (a
+        calibration, if any, applies after the readout)."""
+        return 1.0
 
 
 _LETTER_LABEL = re.compile(r"[A-Z]{1,2}(?:[.):\]]|$)")

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Answered",
+    "clipped_logit",
     "percent_label",
     "level_label",
     "score_answers",
@@ -438,8 +439,9 @@ GROUP_SCORINGS = ("chunk_evidence", "chunk_probes", "entity_recall", "answer_pro
 _LOGIT_EPS = 1e-6
 
 
-def _logit(p: float) -> float:
-    q = min(1.0 - _LOGIT_EPS, max(_LOGIT_EPS, float(p)))
+def clipped_logit(p: float, eps: float = _LOGIT_EPS) -> float:
+    """``log(p / (1 - p))`` with ``p`` clipped to ``[eps, 1 - eps]`` (finite for 0 and 1)."""
+    q = min(1.0 - eps, max(eps, float(p)))
     return math.log(q / (1.0 - q))
 
 
@@ -471,12 +473,12 @@ def chunk_features(noul: Answered, lik: Answered, null_noul: Answered, null_lik:
     """
     assert lik.answer.log_likelihood is not None and null_lik.answer.log_likelihood is not None
     gain = lik.answer.log_likelihood - null_lik.answer.log_likelihood
-    yes = _logit(noul.p_yes())
+    yes = clipped_logit(noul.p_yes())
     return {
         "pmi": gain / max(1, lik.answer.tokens or 1),
         "pmi_sum": gain,
         "yes": yes,
-        "yes_rel": yes - _logit(null_noul.p_yes()),
+        "yes_rel": yes - clipped_logit(null_noul.p_yes()),
     }
 
 
@@ -553,8 +555,8 @@ def score_chunk_probes(
         at = "" if claim is None else f"{claim}."
         feats: dict[str, float] = {}
         for p in probes:
-            feats[p] = _logit(answers[f"{name}.{i}.{at}{p}"].p_yes())
-            feats[f"{p}_rel"] = feats[p] - _logit(answers[f"{name}.null.{at}{p}"].p_yes())
+            feats[p] = clipped_logit(answers[f"{name}.{i}.{at}{p}"].p_yes())
+            feats[f"{p}_rel"] = feats[p] - clipped_logit(answers[f"{name}.null.{at}{p}"].p_yes())
         z = [classes[k].intercept + sum(w * feats[f] for f, w in classes[k].weights.items()) for k in names]
         return feats, dict(zip(names, _softmax(z)))
 
@@ -690,10 +692,10 @@ def answer_features(defn: EvaluatorDef, answers: Mapping[str, Answered]) -> dict
     name = defn.name
     feats: dict[str, float] = {}
     for p in defn.probes or {}:
-        feats[p] = _logit(answers[f"{name}.whole.{p}"].p_yes())
-        feats[f"{p}_rel"] = feats[p] - _logit(answers[f"{name}.null.{p}"].p_yes())
+        feats[p] = clipped_logit(answers[f"{name}.whole.{p}"].p_yes())
+        feats[f"{p}_rel"] = feats[p] - clipped_logit(answers[f"{name}.null.{p}"].p_yes())
     if defn.sentence_probe:
-        sentences = [_logit(a.p_yes()) for qid, a in answers.items() if qid.startswith(f"{name}.s")]
+        sentences = [clipped_logit(a.p_yes()) for qid, a in answers.items() if qid.startswith(f"{name}.s")]
         feats["pad"] = max(sentences) - min(sentences) if sentences else 0.0
     return feats
 
