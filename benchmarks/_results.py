@@ -99,3 +99,54 @@ def run_metadata(device: str | None = None) -> dict[str, Any]:
         "device_name": _device_name(device),
         "platform": platform.platform(),
     }
+
+
+def metadata_from_history(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """A metadata block for a result written before :func:`run_metadata` existed, from what git
+    and the result itself hold: the commit that last changed the file and its date (the run came
+    before it; its own start commit and date were not recorded, so ``git_sha`` is ``None``), the
+    package version at that commit, and the versions the result's own ``environment`` names.
+    ``source`` says so."""
+    log = _git("log", "-1", "--format=%H %cI", "--", str(path.relative_to(ROOT))) or ""
+    sha, _, date = log.partition(" ")
+    version = None
+    project = _git("show", f"{sha}:pyproject.toml") if sha else None
+    for line in (project or "").splitlines():
+        if line.startswith("version"):
+            version = line.split("=", 1)[1].strip().strip('"')
+            break
+    env = record.get("environment") if isinstance(record.get("environment"), dict) else {}
+    return {
+        "git_sha": None,
+        "git_dirty": None,
+        "committed_in": sha or None,
+        "date": date or None,
+        "source": "git history: this result predates the run metadata; 'date' is the date of the commit "
+        "that last changed it ('committed_in'), versions are those the result recorded itself",
+        "logitjudge": version,
+        "python": env.get("python"),
+        "torch": env.get("torch"),
+        "transformers": env.get("transformers"),
+        "cuda": None,
+        "device": env.get("device") or ("cpu" if "cpu" in path.name else None),
+        "device_name": env.get("device_name") or env.get("cpu") or env.get("hardware"),
+        "platform": env.get("platform"),
+    }
+
+
+if __name__ == "__main__":  # python benchmarks/_results.py --backfill
+    import json
+    import sys
+
+    if sys.argv[1:] != ["--backfill"]:
+        raise SystemExit("usage: python benchmarks/_results.py --backfill")
+    for result in sorted(RESULTS.glob("*.json")):
+        raw = result.read_text(encoding="utf-8")
+        data = json.loads(raw)
+        if isinstance(data, dict) and "metadata" not in data:
+            data["metadata"] = metadata_from_history(result, data)
+            lines = raw.splitlines()
+            indent = len(lines[1]) - len(lines[1].lstrip()) if len(lines) > 1 else None  # keep the file's style
+            text = json.dumps(data, indent=indent or None, ensure_ascii="\\u" in raw)
+            result.write_text(text + "\n", encoding="utf-8")
+            print("backfilled", result.name)

@@ -191,7 +191,7 @@ def main() -> None:
         for k, b, coef in zip(model.classes_, model.intercept_, model.coef_, strict=True)
     }
     out = {
-        "meta": run_metadata(),
+        "metadata": run_metadata(),
         "model": model_name,
         "evaluator": EVALUATOR,
         "features": names,

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -161,3 +162,15 @@ def test_every_config_field_and_error_is_documented():
         stack.extend(cls.__subclasses__())
         if cls.__module__.startswith("logitjudge."):
             assert f"| `{cls.__name__}` |" in errors, cls.__name__
+
+
+def test_every_committed_result_records_where_and_when_it_was_measured():
+    """Each ``benchmarks/results/*.json`` carries a metadata block (``benchmarks/_results.py``):
+    the commit it ran from or, for results older than the block, the commit that added it, a
+    date, and the versions it recorded."""
+    missing = []
+    for path in sorted((ROOT / "benchmarks" / "results").glob("*.json")):
+        meta = json.loads(path.read_text(encoding="utf-8")).get("metadata") or {}
+        if not (meta.get("git_sha") or meta.get("committed_in")) or not meta.get("date") or "torch" not in meta:
+            missing.append(path.name)
+    assert not missing, f"results without a metadata block: {missing}"
