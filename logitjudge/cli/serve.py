@@ -58,7 +58,7 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``serve`` sub-command to an ``argparse`` sub-parsers object; returns its parser."""
     p = subparsers.add_parser(
         "serve",
-        help="serve POST /v1/systemone (a drop-in for the System One API) over HTTP",
+        help="serve the System One API (POST /v1/systemone) and the evaluator API (POST /api/v1/evaluate) over HTTP",
         description="Serve POST /v1/systemone, POST /api/v1/evaluate, GET /v1/models, /healthz, /metrics and /docs.",
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: loopback only)")
