@@ -137,6 +137,8 @@ def served(workdir):
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=60)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 def test_the_evaluate_quickstart_runs_as_written(workdir):

@@ -16,8 +16,12 @@ Exactness: a stored cache is never modified. Users get :func:`fork_cache`, a cop
 forward may extend: transformers' ``DynamicLayer.update`` concatenates into new tensors, so a
 fork of a plain ``DynamicCache`` shares the stored tensors without copying them; any other
 cache (sliding-window layers, recurrent / SSM states, which update in place) is deep-copied.
-A hit therefore gives the same keys and values as recomputing the prefix, bit for bit
-(``tests/engine/test_state_cache.py`` checks answers against uncached ones).
+An entry stored by a prefix strategy holds the keys and values of a forward over the prefix
+alone, so a hit gives them bit for bit. An entry stored by a one-question request, which runs
+state and branch in one forward (``Runner.choose``), holds the first positions of that longer
+forward: the same numbers up to float32 rounding (the kernels sum in another order for another
+length), which moves answers by a few 1e-6 (2.8e-6 seen on the 135M), inside the engine's
+1e-4 tolerance (``tests/engine/test_state_cache.py`` checks answers against uncached ones).
 
 Memory: the cache holds at most ``max_bytes`` of KV (per token, ``2 x layers x kv_heads x
 head_dim x dtype bytes``: 45 KiB for SmolLM2-135M in fp32, 56 KiB for Qwen2.5-1.5B in fp32),

@@ -440,7 +440,7 @@ _LOGIT_EPS = 1e-6
 
 
 def clipped_logit(p: float, eps: float = _LOGIT_EPS) -> float:
-    """``log(p / (1 - p))`` with ``p`` clipped to ``[eps, 1 - eps]`` (finite for 0 and 1)."""
+    """The log-odds of ``p``, with ``p`` clipped to ``[eps, 1 - eps]`` first (finite at 0 and 1)."""
     q = min(1.0 - eps, max(eps, float(p)))
     return math.log(q / (1.0 - q))
 

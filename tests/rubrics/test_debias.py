@@ -90,7 +90,9 @@ def test_evaluate_batch_divides_each_typed_questions_prior_out_on_the_real_model
     rows, raw, debiased = runs
     assert len(TICKETS) >= MIN_BATCH
     for prefix in ("c-", "s-"):
-        np.testing.assert_allclose(_probs(debiased, prefix), batch_calibrate(_probs(raw, prefix)), atol=1e-9)
+        # the second run hits the state cache that the first run's one-question forwards filled:
+        # its raw answers are the first run's within float32 rounding (logitjudge.engine.state_cache)
+        np.testing.assert_allclose(_probs(debiased, prefix), batch_calibrate(_probs(raw, prefix)), atol=1e-5)
         assert not np.allclose(_probs(debiased, prefix), _probs(raw, prefix), atol=1e-3)
     # every field is derived from the adjusted distribution: the choice is its argmax, the
     # score its expected level
