@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, complain, float_between, load_judge, plain
+from logitjudge.cli.common import add_model_args, add_subcommand, complain, float_between, load_judge
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
@@ -77,13 +77,13 @@ def _writable(path: str, flag: str, inputs: list[str]) -> str | None:
     return None
 
 
+SUMMARY = "fit temperature/bias calibration on labelled data; ECE and Brier before/after on a held-out part"
+"""The subcommand's line in ``logitjudge --help``."""
+
+
 def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``calibrate`` subcommand to the main CLI's subparsers."""
-    p = subparsers.add_parser(
-        "calibrate",
-        help="fit temperature/bias calibration on labelled data; ECE and Brier before/after on a held-out part",
-        description=plain(__doc__),
-    )
+    p = add_subcommand(subparsers, "calibrate", SUMMARY, __doc__)
     p.add_argument(
         "labelled",
         nargs="+",

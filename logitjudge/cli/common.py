@@ -44,6 +44,7 @@ __all__ = [
     "float_between",
     "run_subcommand",
     "complain",
+    "add_subcommand",
 ]
 
 
@@ -83,6 +84,14 @@ def float_between(low: float, high: float, unit: str = "") -> Callable[[str], fl
         return value
 
     return parse
+
+
+def add_subcommand(subparsers: Any, name: str, summary: str, doc: str | None) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` to the main CLI's ``subparsers``: ``summary`` is its line in
+    ``logitjudge --help``, the first paragraph of ``doc`` (its module's docstring) its
+    description, as plain text."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=summary, description=plain(doc))
+    return parser
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:

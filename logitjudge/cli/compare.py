@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import plain
+from logitjudge.cli.common import add_subcommand
 from logitjudge.rubrics.compare import compare_runs, plot_evaluator, read_results
 
 
@@ -55,13 +55,13 @@ def print_table(report: Mapping[str, Any]) -> None:
             )
 
 
+SUMMARY = "agreement of two result files of the same items (ours vs hosted): correlation, decisions, plots"
+"""The subcommand's line in ``logitjudge --help``."""
+
+
 def add_compare_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``compare`` subcommand to the main CLI's subparsers."""
-    p = subparsers.add_parser(
-        "compare",
-        help="agreement of two result files of the same items (ours vs hosted): correlation, decisions, plots",
-        description=plain(__doc__),
-    )
+    p = add_subcommand(subparsers, "compare", SUMMARY, __doc__)
     p.add_argument("ours", help="our result rows (logitjudge evaluate --out)")
     p.add_argument("theirs", help="the other result rows (e.g. exported from the hosted API), same shape")
     p.add_argument("--out", default=None, help="write the report JSON here")

@@ -66,11 +66,11 @@ from typing import Any
 from logitjudge import __version__
 from logitjudge.cli.common import (
     add_model_args,
+    add_subcommand,
     complain,
     float_between,
     load_judge,
     nonnegative_int,
-    plain,
     positive_int,
     run_subcommand,
 )
@@ -131,13 +131,13 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+SUMMARY = "run evaluators over a dataset (JSONL/CSV/Parquet), resumably; summary table, JSON, HTML"
+"""The subcommand's line in ``logitjudge --help``."""
+
+
 def add_evaluate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``evaluate`` subcommand to the main CLI's subparsers."""
-    p = subparsers.add_parser(
-        "evaluate",
-        help="run evaluators over a dataset (JSONL/CSV/Parquet), resumably; summary table, JSON, HTML",
-        description=plain(__doc__),
-    )
+    p = add_subcommand(subparsers, "evaluate", SUMMARY, __doc__)
     p.add_argument("data", help="dataset file: .jsonl, .csv or .parquet")
     p.add_argument(
         "--evaluators",
