@@ -95,7 +95,6 @@ def probabilities(answers: dict[str, Any]) -> dict[str, list[float]]:
     """Each answer's probabilities in option order (noul: P(true)), for the parity check."""
     out = {}
     for name, a in answers.items():
-        a = a.get("answer", a)
         out[name] = [a["noul"]] if a["type"] == "noul" else list(a["probabilities"].values())
     return out
 
@@ -134,7 +133,7 @@ def main() -> None:
         request = wire(state_of(base, n_state), questions(n_q))
         theirs = decide(json.loads(json.dumps(request)))
         mine = same.ask({"model": same.model_name, **request})
-        p_theirs, p_mine = probabilities(theirs), probabilities(mine["answers"] if "answers" in mine else mine)
+        p_theirs, p_mine = probabilities(theirs), probabilities(mine["answers"])
         parity = max(abs(a - b) for k in p_theirs for a, b in zip(p_theirs[k], p_mine[k], strict=True))
         tokens = {
             "pipeline": pipeline_tokens(request),

@@ -336,20 +336,19 @@ class Runner:
                 return fork_cache(hit), True
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
         out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
-        for name in ("cache", "cache_params", "past_key_values"):
-            if getattr(out, name, None) is not None:
-                cache = getattr(out, name)
-                if self.state_cache is not None and self.state_cache.put(plan.prefix, cache):
-                    return fork_cache(cache), False
-                return cache, False
-        raise RuntimeError("the model returned no cache")
+        cache = _output_cache(out)
+        if cache is None:
+            raise RuntimeError("the model returned no cache")
+        if self.state_cache is not None and self.state_cache.put(plan.prefix, cache):
+            return fork_cache(cache), False
+        return cache, False
 
     def _keep_state(self, plan: RequestPlan, out: Any) -> None:
         """Put the state's KV, the first ``len(plan.prefix)`` positions of ``out``'s cache (a
         causal forward over the state and one branch), in the state cache. Caches that cannot be
         cropped (recurrent states) are not kept."""
         assert self.state_cache is not None
-        cache = next((getattr(out, n) for n in ("cache", "past_key_values") if getattr(out, n, None) is not None), None)
+        cache = _output_cache(out)
         if cache is None or not hasattr(cache, "crop"):
             return
         # a negative count removes that many tokens (transformers 5; 4.x read it the same way)
@@ -474,7 +473,7 @@ class Runner:
                 use_cache=True,
                 cache_position=pos[0, t : t + 1].to(self.device),
             )
-            cache = getattr(out, "cache", None) or getattr(out, "cache_params", None) or out.past_key_values
+            cache = _output_cache(out)
             steps.append(out.last_hidden_state)
         return torch.cat(steps, dim=1)
 
@@ -503,6 +502,15 @@ class Runner:
                 for t in reads_local
             ]
         return Reads(torch.cat(hidden), labels, run, ["separate"] * len(plans))
+
+
+def _output_cache(out: Any) -> Any | None:
+    """The KV cache (or recurrent state) a forward with ``use_cache=True`` returned, under any of
+    the names transformers models use, or None."""
+    return next(
+        (getattr(out, n) for n in ("cache", "cache_params", "past_key_values") if getattr(out, n, None) is not None),
+        None,
+    )
 
 
 def one_row(plan: RequestPlan) -> bool:
