@@ -54,9 +54,10 @@ SYSTEMONE_ROTATIONS = 8
 (``x_rotations``) nor the server (``--rotations``, ``Judge.load(default_rotations=...)``) says.
 The engine caps rotations at a question's option count, so a question of up to 8 options or
 levels is asked in every cyclic rotation of its order, as branches over the one state prefix, and
-the distributions are averaged: the answer is then exactly the same for every cyclic rotation of
-the request's order, and the label and position prior is averaged out. A longer menu gets 8
-rotations (approximately invariant). Chosen by ``benchmarks/coherence.py`` (coherence, accuracy and
+the distributions are averaged. A choice's rotations are those of a canonical order (by
+description, then name; :func:`logitjudge.engine.prompt.display_order`), so its answer is the same
+for every order of the request's options, and for up to 8 options the label and position prior is
+averaged out (a longer menu gets 8 rotations). Chosen by ``benchmarks/coherence.py`` (coherence, accuracy and
 tokens of rotations, a per-request prior correction and a letter-free readout, side by side;
 ``benchmarks/results/coherence-smollm2-135m-instruct.md``). ``1`` restores the single order."""
 

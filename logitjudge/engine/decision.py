@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logitjudge.engine.prompt import View, render_text
+from logitjudge.engine.prompt import View, display_order, render_text
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
 
@@ -254,7 +254,7 @@ class DecisionPromptBuilder:
                 order = tuple(0 if o == "true" else 1 for o in self.settings.noul_options)
                 names = list(self.settings.noul_options)
             else:
-                order = tuple((k + r) % n for k in range(n))
+                order = display_order(question, r)
                 names = [render_text(question.options[k].name) for k in order]
             descriptions = [question.options[k].description for k in order]
             q = self._question(question.type, question.instructions, names, labels, descriptions)

@@ -114,6 +114,30 @@ def render_text(text: Text | None) -> str:
     return json.dumps(text, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def display_order(question: Question, rotation: int = 0) -> tuple[int, ...]:
+    """The options' displayed order of one view: ``order[position] = option index``.
+
+    A choice asked in more than one rotation is first put in a canonical order (sorted by its
+    rendered description, then its name), and rotation ``r`` starts that order at its ``r``-th
+    option. The views then depend on the set of options, not on the order the request gave
+    them in: every ordering of a menu gets the same branches and so the same answer, for any
+    number of options (rotations average the position prior; the canonical order removes the
+    request's order). A choice asked once (``rotations = 1``), and every score (its levels are
+    ordered), keep the request's order, rotated by ``rotation``.
+
+    Returns:
+        A permutation of ``range(len(question.options))``, length n.
+    """
+    n = len(question.options)
+    base: Sequence[int] = range(n)
+    if question.type == "choice" and question.rotations > 1:
+        base = sorted(
+            range(n),
+            key=lambda k: (render_text(question.options[k].description), render_text(question.options[k].name)),
+        )
+    return tuple(base[(k + rotation) % n] for k in range(n))
+
+
 @dataclass(frozen=True)
 class View:
     """One rendering of a question: its branch tokens and one label per displayed option.
@@ -312,7 +336,7 @@ class PromptBuilder:
             return View(tuple(branch), (self.continuation_label(render_text(question.options[0].name)),), (0,))
         n = len(question.options)
         t = self.template
-        order = tuple((k + rotation) % n for k in range(n))  # displayed position -> option index
+        order = display_order(question, rotation)  # displayed position -> option index
         texts, labels = self.label_texts(question)
         lines = []
         display_labels: tuple[Label, ...]

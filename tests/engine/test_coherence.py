@@ -2,15 +2,18 @@
 random-weight model: a random model has a strong, arbitrary position and label prior, so a
 single order moves its answers by far more than the tolerances below.
 
-What the default guarantees, and so what is tested: a choice of up to ``SYSTEMONE_ROTATIONS``
-options is asked in every cyclic rotation of its order and the distributions are averaged, so its
-answer is the same (to float rounding) for every cyclic rotation of the request's options; that
-holds again for the menu after an option is added (or removed), whatever its size up to the cap.
-It does not guarantee that adding an option leaves the others' odds unchanged (IIA), nor
-invariance to every permutation: ``benchmarks/coherence.py`` measures those.
+What the default guarantees, and so what is tested: a choice is put in a canonical order (by
+description, then name), asked in every cyclic rotation of that order up to ``SYSTEMONE_ROTATIONS``
+and the distributions are averaged, so its answer is the same (to float rounding) for every order
+of the request's options, whatever their number; that holds again for the menu after an option is
+added (or removed). It does not guarantee that adding an option leaves the others' odds unchanged
+(IIA): ``benchmarks/coherence.py`` measures that.
 """
 
 from __future__ import annotations
+
+import itertools
+import random
 
 import pytest
 
@@ -66,6 +69,33 @@ def test_the_default_choice_answer_is_the_same_under_every_cyclic_rotation_of_it
         max(abs(_ask(judge, _rotate(names, r), x_rotations=1)[k] - single[k]) for k in names) for r in range(1, n)
     )
     assert moved > 1e-3
+
+
+@pytest.mark.parametrize("n", [4, 5, 9])
+def test_the_default_choice_answer_is_the_same_under_every_order_of_its_options(tiny, n):
+    """Every permutation (n = 4, 5), or 30 seeded ones (n = 9, above the rotation cap): the views
+    come from the canonical order, so the request's order cannot reach the model."""
+    judge = Judge(tiny)
+    names = NAMES[:n]
+    orders = list(itertools.permutations(names)) if n <= 5 else [random.Random(k).sample(names, n) for k in range(30)]
+    base = _ask(judge, names)
+    worst = max(max(abs(_ask(judge, list(o))[k] - base[k]) for k in names) for o in orders)
+    assert worst < TOL
+    # the control: one order alone moves under a permutation (else the test proves nothing)
+    single = _ask(judge, names, x_rotations=1)
+    assert max(abs(_ask(judge, list(reversed(names)), x_rotations=1)[k] - single[k]) for k in names) > 1e-3
+
+
+def test_options_with_descriptions_are_ordered_by_description():
+    from logitjudge.engine.prompt import display_order
+
+    q = Question("choice", "Pick.", (Option("b", "zebra"), Option("a", "yak"), Option("c", None)), rotations=3)
+    assert display_order(q, 0) == (2, 1, 0)  # "" < "yak" < "zebra"
+    assert display_order(q, 1) == (1, 0, 2)
+    single = Question(q.type, q.instructions, q.options, rotations=1)
+    assert display_order(single, 0) == (0, 1, 2)  # asked once: the request's order
+    levels = Question("score", "Rate.", (Option("0", "z"), Option("1", "a")), rotations=2)
+    assert display_order(levels, 0) == (0, 1)  # levels are ordered: never sorted
 
 
 @pytest.mark.parametrize(("n", "where"), [(3, 0), (3, 2), (5, 4), (7, 3)])
