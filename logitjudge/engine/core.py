@@ -24,7 +24,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,10 +31,10 @@ import torch
 from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
-from logitjudge.engine.decision import DecisionPromptBuilder, read_decision_settings
+from logitjudge.engine.decision import question_prompt
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
-from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt, render_text
+from logitjudge.engine.prompt import QuestionPrompt, render_text
 from logitjudge.engine.readout import Distribution, Readout
 from logitjudge.engine.runner import Runner
 from logitjudge.engine.state_cache import StateCache
@@ -103,7 +102,7 @@ class Engine:
         config: strategy, attention and budgets (:class:`~logitjudge.engine.config.EngineConfig`,
             whose field docs are the reference; default: its defaults). Its ``device``, ``dtype``
             and ``self_check`` matter to :meth:`load` only: ``lm`` is already loaded.
-        max_single_token_labels: see :class:`PromptBuilder` (tests only).
+        max_single_token_labels: see :class:`~logitjudge.engine.prompt.PromptBuilder` (tests only).
         options: :class:`EngineConfig` fields replacing ``config``'s (``None`` = keep), e.g.
             ``Engine(lm, strategy="prefix_rows")``.
 
@@ -126,13 +125,8 @@ class Engine:
         lm.model.eval()
         lm.model.requires_grad_(False)
         self.name = lm.name
-        decision = read_decision_settings(lm.source) if Path(lm.source).is_dir() else None
-        self.prompt: QuestionPrompt = (
-            DecisionPromptBuilder(lm.tokenizer, decision)
-            if decision is not None
-            else PromptBuilder(
-                lm.tokenizer, max_single_token_labels=max_single_token_labels, version=config.prompt_version
-            )
+        self.prompt: QuestionPrompt = question_prompt(
+            lm.source, lm.tokenizer, config.prompt_version, max_single_token_labels
         )
         self.mask_ignoring = layers_ignore_masks(lm.model.config)
         strategy = config.strategy

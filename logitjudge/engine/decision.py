@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from logitjudge.engine.prompt import View, display_order, render_text
+from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt, View, display_order, render_text
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
 
@@ -86,6 +86,23 @@ class DecisionSettings:
                 field=("questions",),
             )
         return labels[:n]
+
+
+def question_prompt(
+    source: str, tokenizer: Any, version: str, max_single_token_labels: int | None = None
+) -> QuestionPrompt:
+    """The prompt builder of a model at ``source`` (a directory, or a name): the model's own
+    :class:`DecisionPromptBuilder` when the directory keeps a ``decision_template.jinja``, else the
+    engine's :class:`~logitjudge.engine.prompt.PromptBuilder` of prompt ``version``. Both backends
+    (transformers and vLLM) choose their prompt here.
+
+    Raises:
+        UnsupportedModelError: see :func:`read_decision_settings`.
+    """
+    decision = read_decision_settings(source) if Path(source).is_dir() else None
+    if decision is not None:
+        return DecisionPromptBuilder(tokenizer, decision)
+    return PromptBuilder(tokenizer, max_single_token_labels=max_single_token_labels, version=version)
 
 
 def read_decision_settings(directory: str | Path) -> DecisionSettings | None:

@@ -35,6 +35,7 @@ import torch
 
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.core import SELF_CHECK_REQUEST, Engine, tolerance_for
+from logitjudge.engine.decision import question_prompt
 from logitjudge.engine.model import (
     config_identity,
     cpu_has_native_bf16,
@@ -43,7 +44,6 @@ from logitjudge.engine.model import (
     resolve_model,
 )
 from logitjudge.engine.pack import LabelTerm, RequestPlan
-from logitjudge.engine.prompt import PromptBuilder
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.types import EngineRequest
 from logitjudge.engine.vllm_backend import VllmBackend
@@ -106,7 +106,7 @@ class VllmEngine(Engine):
         self.fingerprint = fingerprint
         self.device = device
         self.dtype = dtype
-        self.prompt = PromptBuilder(tokenizer, version=config.prompt_version)
+        self.prompt = question_prompt(source, tokenizer, config.prompt_version)
         self.strategy = "vllm"
         self.attn = "vllm"
         self.mask_ignoring = False  # each view is its own vLLM sequence: nothing relies on masks
@@ -125,7 +125,8 @@ class VllmEngine(Engine):
         are the transformers backend's and are not used.
 
         Raises:
-            UnsupportedModelError: vLLM is missing or cannot load the model.
+            UnsupportedModelError: vLLM is missing or cannot load the model, or the model
+                directory's decision template cannot be rendered here (before vLLM starts).
             EngineDeadError: the self-check failed.
         """
         from transformers import AutoConfig, AutoTokenizer
@@ -138,6 +139,9 @@ class VllmEngine(Engine):
             hf_config = AutoConfig.from_pretrained(str(path))
         except (OSError, ValueError) as exc:
             raise UnsupportedModelError(f"cannot load model {model!r}: {exc}") from exc
+        question_prompt(
+            str(path), tokenizer, config.prompt_version
+        )  # a checkpoint's prompt we cannot render: refused before vLLM starts
         device = resolve_device(config.device)
         dtype = resolve_dtype(config.dtype, device)
         context = int(getattr(hf_config, "max_position_embeddings", None) or config.max_state_tokens + 1)
@@ -149,19 +153,23 @@ class VllmEngine(Engine):
             max_model_len=max_model_len,
             device=device.type,
         )
-        engine = cls(
-            backend,
-            tokenizer,
-            name=name,
-            source=str(path),
-            fingerprint=files_fingerprint(path),
-            device=device,
-            dtype=dtype,
-            config=config,
-        )
-        logger.info("vLLM serving %s on %s (%s) in %.1f s", name, device, dtype, time.perf_counter() - t0)
-        if config.self_check:
-            engine.self_check()
+        try:
+            engine = cls(
+                backend,
+                tokenizer,
+                name=name,
+                source=str(path),
+                fingerprint=files_fingerprint(path),
+                device=device,
+                dtype=dtype,
+                config=config,
+            )
+            logger.info("vLLM serving %s on %s (%s) in %.1f s", name, device, dtype, time.perf_counter() - t0)
+            if config.self_check:
+                engine.self_check()
+        except BaseException:
+            backend.close()  # vLLM's engine process does not outlive a failed load
+            raise
         return engine
 
     def describe(self) -> dict[str, Any]:
