@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,8 @@ from typing import Any
 from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt, View, display_order, render_text
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
+
+logger = logging.getLogger(__name__)
 
 DECISION_CONFIG_NAME = "decision.json"
 DECISION_TEMPLATE_NAME = "decision_template.jinja"
@@ -102,6 +105,15 @@ def question_prompt(
     decision = read_decision_settings(source) if Path(source).is_dir() else None
     if decision is not None:
         return DecisionPromptBuilder(tokenizer, decision)
+    if (Path(source) / DECISION_CONFIG_NAME).is_file():
+        logger.warning(
+            "%s: %s without %s is not used (it sets labels and temperatures of the pipeline's "
+            "generic prompt); answering with the engine's prompt %s",
+            source,
+            DECISION_CONFIG_NAME,
+            DECISION_TEMPLATE_NAME,
+            version,
+        )
     return PromptBuilder(tokenizer, max_single_token_labels=max_single_token_labels, version=version)
 
 

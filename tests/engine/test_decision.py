@@ -149,3 +149,14 @@ def test_a_template_reading_every_question_at_once_is_refused(tmp_path):
     (tmp_path / "decision.json").unlink()
     (tmp_path / "decision_template.jinja").unlink()
     assert read_decision_settings(tmp_path) is None  # no template: the engine's own prompt
+
+
+def test_a_decision_json_without_a_template_is_named_and_not_used(tmp_path, tokenizer, caplog):
+    from logitjudge.engine.decision import question_prompt
+    from logitjudge.engine.prompt import PromptBuilder
+
+    (tmp_path / "decision.json").write_text(json.dumps({"temperature": {"choice": 2.0}}))
+    with caplog.at_level("WARNING", logger="logitjudge.engine.decision"):
+        prompt = question_prompt(str(tmp_path), tokenizer, "lj-prompt-1.1")
+    assert isinstance(prompt, PromptBuilder) and prompt.temperature("choice") == 1.0
+    assert "decision.json without decision_template.jinja is not used" in caplog.text
