@@ -44,6 +44,7 @@ from logitjudge.engine.model import (
     resolve_model,
 )
 from logitjudge.engine.pack import LabelTerm, RequestPlan
+from logitjudge.engine.prompt import QuestionPrompt
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.types import EngineRequest
 from logitjudge.engine.vllm_backend import VllmBackend
@@ -85,6 +86,8 @@ class VllmEngine(Engine):
         name, source, fingerprint: as in ``LoadedModel``.
         device, dtype: where and in what vLLM runs.
         config: the engine configuration (its ``vllm`` part started ``backend``).
+        prompt: the prompt builder (default: :func:`~logitjudge.engine.decision.question_prompt` of
+            ``source``); :meth:`load` passes the one it built before starting vLLM.
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class VllmEngine(Engine):
         device: torch.device,
         dtype: torch.dtype,
         config: EngineConfig,
+        prompt: QuestionPrompt | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -106,7 +110,7 @@ class VllmEngine(Engine):
         self.fingerprint = fingerprint
         self.device = device
         self.dtype = dtype
-        self.prompt = question_prompt(source, tokenizer, config.prompt_version)
+        self.prompt = prompt or question_prompt(source, tokenizer, config.prompt_version)
         self.strategy = "vllm"
         self.attn = "vllm"
         self.mask_ignoring = False  # each view is its own vLLM sequence: nothing relies on masks
@@ -139,9 +143,7 @@ class VllmEngine(Engine):
             hf_config = AutoConfig.from_pretrained(str(path))
         except (OSError, ValueError) as exc:
             raise UnsupportedModelError(f"cannot load model {model!r}: {exc}") from exc
-        question_prompt(
-            str(path), tokenizer, config.prompt_version
-        )  # a checkpoint's prompt we cannot render: refused before vLLM starts
+        prompt = question_prompt(str(path), tokenizer, config.prompt_version)  # refused here, before vLLM starts
         device = resolve_device(config.device)
         dtype = resolve_dtype(config.dtype, device)
         context = int(getattr(hf_config, "max_position_embeddings", None) or config.max_state_tokens + 1)
@@ -163,6 +165,7 @@ class VllmEngine(Engine):
                 device=device,
                 dtype=dtype,
                 config=config,
+                prompt=prompt,
             )
             logger.info("vLLM serving %s on %s (%s) in %.1f s", name, device, dtype, time.perf_counter() - t0)
             if config.self_check:
