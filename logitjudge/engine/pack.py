@@ -2,7 +2,9 @@
 
 A request becomes a tree of token segments: the prefix is the root; each question view is a
 child of the prefix; a multi-token label adds a child of its view holding the label's first
-tokens (so the next token of each can be read). A token attends to every token of its ancestor
+tokens (so the next token of each can be read). A question asked in several views (its options
+rotated) runs the tokens its views begin with once, as a stem segment whose children are the
+views' remainders: the same tokens in the same positions, so the same answers, fewer tokens. A token attends to every token of its ancestor
 segments and causally to its own segment, and its position id continues from its parent's end::
 
     tokens    [state prefix 0..S-1][question 1: S..S+q1-1][question 2: S..S+q2-1] ...
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -39,6 +42,23 @@ class QuestionPlan:
     """Divides each view's label log-probabilities before their softmax (a decision model's
     ``decision.json`` temperature; 1 = none)."""
 
+    @cached_property
+    def stem(self) -> int:
+        """Tokens every view's branch begins with, run once for all views (0 for one view).
+
+        The longest common token prefix of the branches, less one token so that each view keeps
+        a segment of its own to read its labels from. For a rotated choice it is the question
+        line and the options header (``Question: ...`` / ``Options:``), about a third of a branch
+        on short options."""
+        if len(self.views) < 2:
+            return 0
+        first = self.views[0].branch
+        limit = min(len(v.branch) for v in self.views) - 1
+        k = 0
+        while k < limit and all(v.branch[k] == first[k] for v in self.views[1:]):
+            k += 1
+        return k
+
 
 @dataclass(frozen=True)
 class RequestPlan:
@@ -53,9 +73,10 @@ class RequestPlan:
         return len(self.prefix) + sum(self.branch_tokens(i) for i in range(len(self.questions)))
 
     def branch_tokens(self, question: int) -> int:
-        """Tokens of question ``question``'s branches and label continuations (prefix excluded)."""
-        views = self.questions[question].views
-        return sum(len(v.branch) + sum(len(lab) - 1 for lab in v.labels) for v in views)
+        """Tokens of question ``question``'s branches and label continuations (prefix excluded;
+        a shared stem counted once)."""
+        q = self.questions[question]
+        return sum(len(v.branch) - q.stem + sum(len(lab) - 1 for lab in v.labels) for v in q.views) + q.stem
 
 
 @dataclass
@@ -112,18 +133,23 @@ def add_request(
 ) -> None:
     """Add one request's segments and labels to ``tree``.
 
-    With ``with_prefix=False`` the prefix is not added (it lives in a KV cache); the branches then
-    become roots whose positions start at ``len(plan.prefix)``. ``questions`` adds only those
+    With ``with_prefix=False`` the prefix is not added (it lives in a KV cache); the branches (a
+    rotated question's stem) then become roots whose positions start at ``len(plan.prefix)``. ``questions`` adds only those
     question indices (in the given order; labels keep the request's question numbers).
     """
     root = tree.add(plan.prefix, -1) if with_prefix else -1
     for qi in range(len(plan.questions)) if questions is None else questions:
         q = plan.questions[qi]
-        for vi, view in enumerate(q.views):
-            seg = tree.add(view.branch, root)
+        parent, k = root, q.stem
+        if k:  # the views' common first tokens, once
+            parent = tree.add(q.views[0].branch[:k], root)
             if root < 0:
+                tree.segments[parent].start_pos = len(plan.prefix)
+        for vi, view in enumerate(q.views):
+            seg = tree.add(view.branch[k:], parent)
+            if parent < 0:
                 tree.segments[seg].start_pos = len(plan.prefix)
-            last = tree.read(seg, len(view.branch) - 1)
+            last = tree.read(seg, len(view.branch) - k - 1)
             for label, option in zip(view.labels, view.option_index):
                 terms = [(last, label[0])]
                 if len(label) > 1:

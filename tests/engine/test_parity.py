@@ -8,6 +8,8 @@ default model.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -115,6 +117,28 @@ def test_negative_control_without_block_mask_answers_move(request, engine_name):
     dists = distributions(scores, tree.labels, {(0, q): qp.n_options for q, qp in enumerate(plan.questions)})
     leaky = [dists[(0, q)].probabilities for q in range(len(QUESTIONS))]
     assert max_diff(leaky, answers(engine, QUESTIONS, "separate")) > 100 * TOL
+
+
+ROTATED = tuple(replace(q, rotations=4) for q in QUESTIONS if q.type != "noul")
+
+
+@pytest.mark.parametrize("engine_name,strategy", ENGINES)
+def test_rotated_views_share_their_stem_and_equal_separate_passes(request, engine_name, strategy):
+    """A rotated question's views run their common first tokens once (a stem segment), and every
+    view still equals its own separate pass."""
+    engine = request.getfixturevalue(engine_name)
+    plan = engine.plan(EngineRequest(STATE, ROTATED))
+    for q in plan.questions:
+        assert len(q.views) > 1 and q.stem > 0
+        assert all(v.branch[: q.stem] == q.views[0].branch[: q.stem] for v in q.views)
+    tree = Tree()
+    add_request(tree, plan, 0)
+    assert lay_out(tree).input_ids.numel() == plan.n_tokens  # the stem counted once
+    unshared = len(plan.prefix) + sum(
+        len(v.branch) + sum(len(lab) - 1 for lab in v.labels) for q in plan.questions for v in q.views
+    )
+    assert plan.n_tokens == unshared - sum(q.stem * (len(q.views) - 1) for q in plan.questions)
+    assert max_diff(answers(engine, ROTATED, strategy), answers(engine, ROTATED, "separate")) <= TOL
 
 
 def test_several_requests_in_one_row_equal_each_alone(tiny_llama, default_engine):
