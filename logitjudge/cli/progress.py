@@ -10,6 +10,9 @@ postfix shows tokens per second.
 Where no hooks can be set (the vLLM backend, a ``--judge-factory`` judge without a torch model),
 the bar moves as each batch's results arrive. Through a server (``evaluate --server``) it moves per
 item as each call's rows are written, and the tokens come from the items' ``usage``.
+
+Where stderr is not a terminal (a log file, CI), the bar is written as a line at most every
+:data:`LOG_INTERVAL_S` seconds, and once at the end, instead of a redraw per update.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ if TYPE_CHECKING:
     from logitjudge.rubrics.judgelike import JudgeLike
 
 __all__ = ["ItemProgress"]
+
+LOG_INTERVAL_S = 30.0
+"""Seconds between progress lines when stderr is not a terminal."""
 
 _BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt} items [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
@@ -55,6 +61,8 @@ class ItemProgress:
     def __init__(self, total: int, initial: int, pending: int, batch_size: int, disable: bool = False) -> None:
         from tqdm import tqdm
 
+        isatty = getattr(sys.stderr, "isatty", None)
+        self.terminal = terminal = bool(isatty and isatty())
         self.bar = tqdm(
             total=total,
             initial=initial,
@@ -64,6 +72,8 @@ class ItemProgress:
             desc="evaluate",
             file=sys.stderr,
             bar_format=_BAR_FORMAT,
+            mininterval=0.1 if terminal else LOG_INTERVAL_S,
+            maxinterval=10.0 if terminal else LOG_INTERVAL_S,
         )
         self.initial = initial
         self.pending = pending
@@ -78,7 +88,10 @@ class ItemProgress:
     def _show(self, done: float) -> None:
         target = self.initial + done
         if target > self.bar.n:
-            self.bar.update(target - self.bar.n)
+            if self.terminal or target < self.bar.total:
+                self.bar.update(target - self.bar.n)
+            else:  # a log: the 100% line is written once, by close()
+                self.bar.n = target
         elapsed = time.monotonic() - self.started
         if self.tokens and elapsed > 0:
             self.bar.set_postfix_str(f"{self.tokens / elapsed:,.0f} tok/s", refresh=False)
