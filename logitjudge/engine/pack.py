@@ -4,8 +4,9 @@ A request becomes a tree of token segments: the prefix is the root; each questio
 child of the prefix; a multi-token label adds a child of its view holding the label's first
 tokens (so the next token of each can be read). A question asked in several views (its options
 rotated) runs the tokens its views begin with once, as a stem segment whose children are the
-views' remainders: the same tokens in the same positions, so the same answers, fewer tokens. A token attends to every token of its ancestor
-segments and causally to its own segment, and its position id continues from its parent's end::
+views' remainders: the same tokens in the same positions, so the same answers, fewer tokens.
+A token attends to every token of its ancestor segments and causally to its own segment, and
+its position id continues from its parent's end::
 
     tokens    [state prefix 0..S-1][question 1: S..S+q1-1][question 2: S..S+q2-1] ...
     positions  0 ....... S-1        S ....... S+q1-1        S ....... S+q2-1
@@ -134,8 +135,8 @@ def add_request(
     """Add one request's segments and labels to ``tree``.
 
     With ``with_prefix=False`` the prefix is not added (it lives in a KV cache); the branches (a
-    rotated question's stem) then become roots whose positions start at ``len(plan.prefix)``. ``questions`` adds only those
-    question indices (in the given order; labels keep the request's question numbers).
+    rotated question's stem) then become roots whose positions start at ``len(plan.prefix)``.
+    ``questions`` adds only those question indices (in the given order; labels keep the request's question numbers).
     """
     root = tree.add(plan.prefix, -1) if with_prefix else -1
     for qi in range(len(plan.questions)) if questions is None else questions:
