@@ -265,6 +265,13 @@ def run_jevbench(url: str, work: Path, select: str, concurrency: int) -> dict[st
         )
     )
     mini = work / "jevbench-mini.json"
+    if select.strip() == "none":  # check and examples only (a large model on a small machine)
+        return {
+            "steps": steps,
+            "check_ok": steps[0]["exit_code"] == 0 and "OK" in steps[0]["printed"],
+            "examples": jevbench_summary(examples),
+            "mini": {"error": "not run (--jevbench-select none)"},
+        }
     steps.append(
         run_step(
             "jevbench-mini",
@@ -672,7 +679,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--jevbench-select",
         default="--dimensions BAT",
-        help='jevbench eval selection on jevbench-mini (e.g. "--dimensions BAT,CHO", "" for all)',
+        help='jevbench eval selection on jevbench-mini (e.g. "--dimensions BAT,CHO", "" for all, "none": not run)',
     )
     p.add_argument("--sys1bench-limit", type=int, default=100, help="canary items for sys1bench run (200: all)")
     p.add_argument("--krite-cases", type=int, default=40, help="cases per question type on the strict wire")
