@@ -11,8 +11,8 @@ Where no hooks can be set (the vLLM backend, a ``--judge-factory`` judge without
 the bar moves as each batch's results arrive. Through a server (``evaluate --server``) it moves per
 item as each call's rows are written, and the tokens come from the items' ``usage``.
 
-Where stderr is not a terminal (a log file, CI), the bar is written as a line at most every
-:data:`LOG_INTERVAL_S` seconds, and once at the end, instead of a redraw per update.
+Where stderr is not a terminal (a log file, CI), the bar is redrawn (a carriage return, as on a
+terminal) at most every :data:`LOG_INTERVAL_S` seconds, and its 100% state once, at the end.
 """
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ class ItemProgress:
         if target > self.bar.n:
             if self.terminal or target < self.bar.total:
                 self.bar.update(target - self.bar.n)
-            else:  # a log: the 100% line is written once, by close()
+            else:  # a log: the 100% state is written once, by close()
                 self.bar.n = target
+                self.bar.miniters = 0  # and not by tqdm's monitor thread before that
         elapsed = time.monotonic() - self.started
         if self.tokens and elapsed > 0:
             self.bar.set_postfix_str(f"{self.tokens / elapsed:,.0f} tok/s", refresh=False)

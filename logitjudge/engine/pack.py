@@ -70,7 +70,8 @@ class RequestPlan:
 
     @property
     def n_tokens(self) -> int:
-        """Tokens this request runs: prefix once, every branch and label continuation."""
+        """Tokens this request runs: prefix once, every branch (a rotated question's stem once) and
+        label continuation."""
         return len(self.prefix) + sum(self.branch_tokens(i) for i in range(len(self.questions)))
 
     def branch_tokens(self, question: int) -> int:

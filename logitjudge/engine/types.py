@@ -104,7 +104,8 @@ class Usage:
 
     Attributes:
         input_tokens: tokens actually run through the model for this request (state once plus
-            every question branch, label continuations included).
+            every question branch, label continuations included; a rotated question's shared
+            stem once).
         output_tokens: always 0: nothing is generated.
     """
 
