@@ -27,8 +27,10 @@ All four share the ticket's state in one forward pass. Contenders, each against 
 
 Also the accuracy of each condition against the ticket's own labels where the set has them
 (``is_angry``) or states them (the tier is written in the ticket). Accuracy with a 95% bootstrap
-interval over tickets (1,000 resamples, seed 0) and the paired difference to the majority
-baseline. Writes ``benchmarks/results/policy-scores-<model>.{json,md}``.
+interval over tickets (:func:`logitjudge.rubrics.samples.bootstrap_interval`, 1,000 resamples,
+seed 0) and the paired difference to the majority baseline. Writes
+``benchmarks/results/policy-scores-<model>.{json,md}``; ``--rebuild PATH`` recomputes the figures
+and tables of such a file from its rows (no model).
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
-from decision_pipeline_accuracy import paired_interval  # noqa: E402
+
+from logitjudge.rubrics.samples import bootstrap_interval  # noqa: E402
 
 CONDITIONS: dict[str, dict[str, Any]] = {
     "urgency": {
@@ -80,18 +83,77 @@ def stated_tier(text: str) -> bool | None:
     return None if m is None else m.group(1).lower() in ("gold", "enterprise")
 
 
-def interval(correct: np.ndarray, resamples: int = 1000, seed: int = 0) -> list[float]:
-    """95% bootstrap interval of the mean of ``correct`` (0/1 per ticket)."""
-    rng = np.random.default_rng(seed)
-    boots = [correct[rng.integers(0, len(correct), len(correct))].mean() for _ in range(resamples)]
-    return [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+def _interval(values: np.ndarray, ids: list[str]) -> list[float] | None:
+    """95% bootstrap interval of the mean of ``values`` (one per ticket) over the tickets."""
+    ci = bootstrap_interval(lambda idx: float(values[idx].mean()), ids)
+    return None if ci is None else [float(ci["lo"]), float(ci["hi"])]
+
+
+def figures_of(predicted: dict[str, np.ndarray], gold: np.ndarray, ids: list[str], levels: int) -> dict[str, Any]:
+    """Per contender: accuracy, its interval, MAE, the paired difference to ``majority`` and the
+    levels it predicted (``predicted``: (N,) levels per contender; ``gold``: (N,))."""
+    base = (predicted["majority"] == gold).astype(float)
+    out: dict[str, Any] = {}
+    for c in CONTENDERS:
+        right = (predicted[c] == gold).astype(float)
+        out[c] = {
+            "accuracy": float(right.mean()),
+            "interval95": _interval(right, ids),
+            "mae": float(np.abs(predicted[c] - gold).mean()),
+            "difference_vs_majority": float(right.mean() - base.mean()),
+            "difference_interval95": _interval(right - base, ids),
+            "predicted_levels": np.bincount(predicted[c], minlength=levels).tolist(),
+        }
+    return out
+
+
+def write(record: dict[str, Any], out: Path) -> None:
+    """The record as ``out`` (JSON) and its table beside it (``.md``); prints the table."""
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    levels, tokens, seconds = len(record["gold_levels"]), record["input_tokens"], record["seconds"]
+    meta = record["metadata"]
+    md = [
+        f"# A stated policy: sys1bench ticket priority, {record['model']}",
+        "",
+        f"`{record['command']}`; {meta['date']}, commit {meta['git_sha']}, CPU fp32. "
+        f"{record['n']} tickets (gold levels 0-{levels - 1}: {record['gold_levels']}); accuracy [95% bootstrap], "
+        "difference to the majority level on the same tickets [95% paired].",
+        "",
+        "| contender | accuracy | MAE | difference to majority | levels predicted |",
+        "|---|---|---|---|---|",
+    ]
+    for c in CONTENDERS:
+        f = record["figures"][c]
+        lo, hi = f["interval95"]
+        dlo, dhi = f["difference_interval95"]
+        md.append(
+            f"| {c} | {f['accuracy']:.2f} [{lo:.2f}, {hi:.2f}] | {f['mae']:.2f} | "
+            f"{f['difference_vs_majority']:+.2f} [{dlo:+.2f}, {dhi:+.2f}] | {f['predicted_levels']} |"
+        )
+    md += [
+        "",
+        "Conditions against the ticket's labels: "
+        + ", ".join(f"{k} {v['accuracy']:.2f} (n {v['n']})" for k, v in record["conditions_accuracy"].items())
+        + f". {tokens} tokens in {seconds:.0f} s for the four questions of every ticket.",
+    ]
+    out.with_suffix(".md").write_text("\n".join(md) + "\n", encoding="utf-8")
+    print("\n".join(md))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="model name or path (default: the default model)")
     ap.add_argument("--limit", type=int, default=None, help="first N priority rows (default all 50)")
+    ap.add_argument("--rebuild", type=Path, default=None, help="recompute the figures of this result file (no model)")
     args = ap.parse_args()
+    if args.rebuild:
+        record = json.loads(args.rebuild.read_text(encoding="utf-8"))
+        rows = record["rows"]
+        predicted = {c: np.array([r[c] for r in rows]) for c in CONTENDERS}
+        gold = np.array([r["gold"] for r in rows])
+        record["figures"] = figures_of(predicted, gold, [r["id"] for r in rows], len(record["gold_levels"]))
+        write(record, args.rebuild)
+        return
     from logitjudge.engine.core import Engine
     from logitjudge.judge import Judge
     from logitjudge.rubrics.debias import batch_calibrate
@@ -125,17 +187,7 @@ def main() -> None:
         "composed": np.minimum(levels - 1, urgency.astype(int) + angry + high),
         "majority": np.full(len(rows), majority),
     }
-    figures: dict[str, Any] = {}
-    for c in CONTENDERS:
-        right = predicted[c] == gold
-        figures[c] = {
-            "accuracy": float(right.mean()),
-            "interval95": interval(right),
-            "mae": float(np.abs(predicted[c] - gold).mean()),
-            "difference_vs_majority": float(right.mean() - (predicted["majority"] == gold).mean()),
-            "difference_interval95": paired_interval(right, predicted["majority"] == gold),
-            "predicted_levels": np.bincount(predicted[c], minlength=levels).tolist(),
-        }
+    figures = figures_of(predicted, gold, [r["id"] for r in rows], levels)
     parts: dict[str, Any] = {}
     angry_gold = [(i, r["angry_gold"]) for i, r in enumerate(rows) if r["angry_gold"] is not None]
     parts["angry"] = {"n": len(angry_gold), "accuracy": float(np.mean([angry[i] == g for i, g in angry_gold]))}
@@ -160,34 +212,7 @@ def main() -> None:
         ],
         "metadata": run_metadata(device="cpu"),
     }
-    out = RESULTS / f"policy-scores-{name}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    md = [
-        f"# A stated policy: sys1bench ticket priority, {engine.name}",
-        "",
-        f"`{record['command']}`; {record['metadata']['date']}, commit {record['metadata']['git_sha']}, CPU fp32. "
-        f"{len(rows)} tickets (gold levels 0-{levels - 1}: {record['gold_levels']}); accuracy [95% bootstrap], "
-        "difference to the majority level on the same tickets [95% paired].",
-        "",
-        "| contender | accuracy | MAE | difference to majority | levels predicted |",
-        "|---|---|---|---|---|",
-    ]
-    for c in CONTENDERS:
-        f = figures[c]
-        lo, hi = f["interval95"]
-        dlo, dhi = f["difference_interval95"]
-        md.append(
-            f"| {c} | {f['accuracy']:.2f} [{lo:.2f}, {hi:.2f}] | {f['mae']:.2f} | "
-            f"{f['difference_vs_majority']:+.2f} [{dlo:+.2f}, {dhi:+.2f}] | {f['predicted_levels']} |"
-        )
-    md += [
-        "",
-        "Conditions against the ticket's labels: "
-        + ", ".join(f"{k} {v['accuracy']:.2f} (n {v['n']})" for k, v in parts.items())
-        + f". {tokens} tokens in {seconds:.0f} s for the four questions of every ticket.",
-    ]
-    out.with_suffix(".md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    print("\n".join(md))
+    write(record, RESULTS / f"policy-scores-{name}.json")
 
 
 if __name__ == "__main__":

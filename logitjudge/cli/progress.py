@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["ItemProgress"]
 
 LOG_INTERVAL_S = 30.0
-"""Seconds between progress lines when stderr is not a terminal."""
+"""Seconds between redraws of the bar when stderr is not a terminal."""
 
 _BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt} items [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
