@@ -49,6 +49,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import cohen_kappa_score
 from sklearn.model_selection import GroupKFold
 
+from logitjudge.rubrics.definitions import FittedFor
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
@@ -94,14 +96,19 @@ def derived_rows(pairs: int, seed: int, data: Path = DATA, background: bool = Fa
     return out
 
 
-def features_of(model: str, rows: list[dict[str, Any]], batch_size: int) -> list[dict[str, float]]:
-    """The evaluator's ``x_features`` per row (one evaluation each, on ``model``)."""
+def features_of(
+    model: str, rows: list[dict[str, Any]], batch_size: int, engine: dict[str, Any] | None = None
+) -> list[dict[str, float]]:
+    """The evaluator's ``x_features`` per row (one evaluation each, on ``model``; ``engine``,
+    when given, is updated with the judge's ``describe()``)."""
     from logitjudge import Judge
 
     judge = Judge.load(model)
     try:
         items = [{"id": r["id"], "input": r["input"], "output": r["output"]} for r in rows]
         run = judge.evaluate(items, [EVALUATOR], batch_size=batch_size)
+        if engine is not None:
+            engine.update(judge.describe())
     finally:
         judge.close()
     out = []
@@ -155,19 +162,23 @@ def main() -> None:
     from logitjudge.settings import MAIN_MODEL
 
     model_name = args.model or MAIN_MODEL
+    engine: dict[str, Any] = {}  # the judge's describe(), when features are read here
+    saved: dict[str, Any] | None = None
     if args.reuse and not args.rebuild:
         saved = json.loads(args.reuse.read_text(encoding="utf-8"))
         known = {r["id"]: r["features"] for r in saved["rows"]}
         rows = derived_rows(args.pairs, args.seed, background=args.background)
         todo = [r for r in rows if r["id"] not in known]
-        known.update(zip((r["id"] for r in todo), features_of(model_name, todo, args.batch_size) if todo else []))
+        known.update(
+            zip((r["id"] for r in todo), features_of(model_name, todo, args.batch_size, engine) if todo else [])
+        )
         feats = [known[r["id"]] for r in rows]
     elif args.rebuild:
         saved = json.loads(args.rebuild.read_text(encoding="utf-8"))
         rows, feats = saved["rows"], [r["features"] for r in saved["rows"]]
     else:
         rows = derived_rows(args.pairs, args.seed, background=args.background)
-        feats = features_of(model_name, rows, args.batch_size)
+        feats = features_of(model_name, rows, args.batch_size, engine)
     names = args.features.split(",")
     x = np.array([[f[n] for n in names] for f in feats])
     y = np.array([r["level"] for r in rows])
@@ -198,11 +209,13 @@ def main() -> None:
         "cv": cv,
         "cv_by_C": grid,
         "classes": classes,
+        # the catalogue's block beside the classes (a rebuild or full reuse keeps the saved one)
+        "fitted_for": FittedFor.of(engine).model_dump() if engine else (saved or {}).get("fitted_for"),
         "rows": [dict(r, features=f) for r, f in zip(rows, feats, strict=True)],
     }
     path = args.rebuild or RESULTS / f"answer-relevancy-fit-{Path(model_name).name.lower()}.json"
     path.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps({"cv": cv, "classes": classes}, indent=1))
+    print(json.dumps({"cv": cv, "classes": classes, "fitted_for": out["fitted_for"]}, indent=1))
     print(f"wrote {path}")
 
 

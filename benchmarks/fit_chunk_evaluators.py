@@ -39,6 +39,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score, roc_auc_score
 from sklearn.model_selection import GroupKFold, StratifiedKFold, cross_val_predict
 
+from logitjudge.rubrics.definitions import FittedFor
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
@@ -48,8 +50,11 @@ FITS = {
 }
 
 
-def chunk_rows(evaluator: str, model: str | None, batch_size: int) -> list[dict[str, Any]]:
-    """One row per chunk of the fit rows: its item id, gold label, length and features."""
+def chunk_rows(
+    evaluator: str, model: str | None, batch_size: int, engine: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One row per chunk of the fit rows: its item id, gold label, length and features
+    (``engine``, when given, is updated with the judge's ``describe()``)."""
     from logitjudge import Judge
 
     name = FITS[evaluator]["set"]
@@ -60,6 +65,8 @@ def chunk_rows(evaluator: str, model: str | None, batch_size: int) -> list[dict[
     try:
         items = [{"id": r["id"], "input": r["input"], "output": r["output"], "context": r["context"]} for r in rows]
         run = judge.evaluate(items, [evaluator], batch_size=batch_size)
+        if engine is not None:
+            engine.update(judge.describe())
     finally:
         judge.close()
     out = []
@@ -141,8 +148,10 @@ def main() -> None:
     args = ap.parse_args()
     from logitjudge.settings import MAIN_MODEL
 
-    rows = chunk_rows(args.evaluator, args.model, args.batch_size)
+    engine: dict[str, Any] = {}
+    rows = chunk_rows(args.evaluator, args.model, args.batch_size, engine)
     fitted = fit(args.evaluator, rows)
+    fitted["fitted_for"] = FittedFor.of(engine).model_dump()  # the catalogue's block beside the coefficients
     diff = shipped_difference(args.evaluator, fitted)
     record = {
         "command": " ".join(["python", *sys.argv]),

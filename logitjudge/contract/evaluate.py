@@ -214,6 +214,13 @@ class EvaluatorResult(_Out):
         "file's 'evaluators'): the score after the engine's buckets and before that scaling; score, "
         "passed and confidence are after it.",
     )
+    x_warning: str | None = Field(
+        default=None,
+        description="Set when the result rests on something this engine was not checked for: an "
+        "evaluator's fitted coefficients (chunk_relevance v2, chunk_support v3, answer_relevancy v2) "
+        "applied on a model other than the one they were fitted on. Refit them for this model, or "
+        "select a version without fitted coefficients (docs/reference/evaluators.md).",
+    )
     x_option_mass: float | None = Field(
         default=None,
         description="The lowest x_option_mass of this evaluator's answers: the probability the model "

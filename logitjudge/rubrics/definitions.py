@@ -22,7 +22,8 @@ Adding an evaluator: add an entry to ``catalogue.json`` (or load your own file w
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -36,6 +37,7 @@ __all__ = [
     "NoulCriteriaDef",
     "LikelihoodDef",
     "CombineDef",
+    "FittedFor",
     "EvaluatorDef",
     "SuiteDef",
     "Catalogue",
@@ -122,6 +124,47 @@ class CombineDef(_Strict):
     source: str
 
 
+class FittedFor(_Strict):
+    """The engine an evaluator's fitted coefficients (``combine``, ``classes``) were fitted on.
+
+    The coefficients map this engine's features (logits of P(yes), likelihood ratios) to labels;
+    another model's features sit on another scale (measured: ``answer_relevancy@2`` on
+    SmolLM2-135M scores WikiEval pairwise 0.40 with the 1.5B's coefficients, version 1 0.87), so
+    a run on another engine is flagged (``x_warning`` on each result, one log WARNING per run).
+
+    Attributes:
+        model: the model's name as ``describe()["model"]`` gives it (for messages).
+        fingerprint: ``describe()["fingerprint"]`` (sha256 over the config and the weights'
+            names, shapes and dtypes; :func:`logitjudge.engine.model.weights_fingerprint`).
+        prompt_version: the prompt template the features were read under.
+    """
+
+    model: str
+    fingerprint: str
+    prompt_version: str
+
+    @classmethod
+    def of(cls, engine: Mapping[str, Any]) -> FittedFor:
+        """The block for coefficients fitted on ``engine``'s features (its ``describe()`` dict);
+        what the fitting scripts write beside ``combine`` / ``classes``."""
+        return cls(model=engine["model"], fingerprint=engine["fingerprint"], prompt_version=engine["prompt_version"])
+
+    def differs_from(self, engine: Mapping[str, Any]) -> str | None:
+        """Why ``engine`` (a ``describe()`` dict) is not the one fitted for, or None when it is.
+
+        The same model is its fingerprint or its name (the fingerprint includes the weights'
+        dtype, and a bf16 load of the same weights reads features within bf16's rounding). An
+        engine without a fingerprint (a stand-in judge, not a model) is not flagged."""
+        name, fingerprint = engine.get("model"), engine.get("fingerprint")
+        if not fingerprint:
+            return None
+        if fingerprint != self.fingerprint and str(name).lower() != self.model.lower():
+            return f"this engine runs {name!r}"
+        if engine.get("prompt_version", self.prompt_version) != self.prompt_version:
+            return f"this engine uses prompt {engine.get('prompt_version')!r}"
+        return None
+
+
 class EvaluatorDef(_Strict):
     """One evaluator, as data.
 
@@ -177,6 +220,8 @@ class EvaluatorDef(_Strict):
             chunk's distribution is their softmax (multinomial logistic regression).
             ``answer_probes``: the same per level index ("0".."3"), over
             :func:`logitjudge.rubrics.scoring.answer_features`.
+        fitted_for: the engine ``combine`` / ``classes`` were fitted on (required with either);
+            on another engine the result carries ``x_warning`` (see :class:`FittedFor`).
         entity_template: ``entity_recall`` scoring: the noul asked per entity of ``expected``
             not found verbatim in the context, ``{entity}`` quoting it.
         claim_probes: ``chunk_probes`` scoring: the probes are asked per claim of the output
@@ -228,6 +273,7 @@ class EvaluatorDef(_Strict):
     combine: CombineDef | None = None
     probes: dict[str, str] | None = None
     classes: dict[str, CombineDef] | None = None
+    fitted_for: FittedFor | None = None
     entity_template: str | None = None
     claim_probes: bool = False
     answer_state: str | None = None
@@ -349,6 +395,8 @@ class EvaluatorDef(_Strict):
             raise ValueError(f"{self.name}: answer_probes scoring needs answer_state (and only it)")
         if self.answer_state is not None and "{answer}" not in self.answer_state:
             raise ValueError(f"{self.name}: answer_state must hold {{answer}}")
+        if (self.classes is not None or self.combine is not None) != (self.fitted_for is not None):
+            raise ValueError(f"{self.name}: fitted coefficients (combine, classes) need fitted_for (and only they)")
         if self.classes is not None:
             outcomes = [o.name for o in self.options or ()] or [str(k) for k in range(len(self.levels or ()))]
             if set(self.classes) != set(outcomes):

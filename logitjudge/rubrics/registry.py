@@ -117,15 +117,15 @@ class Registry:
         )
 
     def get(self, name: str) -> EvaluatorDef:
-        """The evaluator called ``name``.
+        """The evaluator called ``name`` (its current version), or ``name@version`` (that version).
 
         Raises:
             UnknownEvaluatorError: no such evaluator (suites are not evaluators here).
         """
-        try:
-            return self.evaluators[name]
-        except KeyError:
-            raise self.unknown(name) from None
+        found = self.evaluators.get(name) or self.versions.get(name)
+        if found is None:
+            raise self.unknown(name)
+        return found
 
     def suite(self, name: str) -> SuiteDef | None:
         """The suite called ``name`` in any case, or None."""

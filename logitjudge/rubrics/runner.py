@@ -20,6 +20,7 @@ when not ``strict`` (datasets), it is ``skipped`` with a reason.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,18 +47,22 @@ from logitjudge.rubrics.scoring import (
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
+    from logitjudge.rubrics.definitions import EvaluatorDef
 
 __all__ = [
     "ItemPlan",
     "MissingFieldError",
     "plan_item",
     "finish_plan",
+    "fitted_warning",
     "lowest_option_mass",
     "check_thresholds",
     "run_plans",
     "run_items",
     "WIRE_MODEL",
 ]
+
+logger = logging.getLogger("logitjudge.rubrics")
 
 WIRE_MODEL = MODEL_ALIASES[0]
 """The ``model`` an evaluate request names by default: ``jev-latest``, the wire alias every judge
@@ -268,6 +273,7 @@ def finish_plan(
     thresholds: Mapping[str, float],
     contrast: Response = None,
     scalings: Mapping[str, Scaling] | None = None,
+    warnings: Mapping[str, str] | None = None,
 ) -> ItemResult:
     """Score the engine's answers to ``plan``'s requests into the item's result.
 
@@ -277,7 +283,8 @@ def finish_plan(
     :meth:`ItemPlan.contrast_request`). An evaluator whose request failed is ``error``.
     ``scalings``: the calibration's scaling of each evaluator's score, by
     ``"<name>@<version>"`` (``Judge.evaluator_scalings``), for the ``probability`` and
-    ``rubric`` evaluators it names.
+    ``rubric`` evaluators it names. ``warnings``: a result's ``x_warning`` by
+    ``"<name>@<version>"`` (:func:`fitted_warning`).
     """
     responses: dict[str, Response] = (
         dict(response) if isinstance(response, Mapping) else {MAIN_GROUP: response, CONTRAST_GROUP: contrast}
@@ -321,10 +328,30 @@ def finish_plan(
             results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
             continue
         mass = lowest_option_mass([a for a in (*own, *(baseline or ())) if a.question.type != "continuation"])
-        results[defn.name] = scored if mass is None else scored.model_copy(update={"x_option_mass": mass})
+        extra: dict[str, Any] = {} if mass is None else {"x_option_mass": mass}
+        warning = (warnings or {}).get(evaluator_key(defn.name, defn.version))
+        if warning is not None and scored.status == "ok":
+            extra["x_warning"] = warning
+        results[defn.name] = scored.model_copy(update=extra) if extra else scored
     ordered = {name: results[name] for name in plan.order}
     verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
     return ItemResult(id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage)
+
+
+def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str | None:
+    """The ``x_warning`` of ``defn``'s results on ``engine`` (a ``describe()`` dict): set when
+    its fitted coefficients were fitted on another engine
+    (:meth:`~logitjudge.rubrics.definitions.FittedFor.differs_from`), else None."""
+    fitted = defn.fitted_for
+    why = None if fitted is None else fitted.differs_from(engine)
+    if fitted is None or why is None:
+        return None
+    return (
+        f"{defn.name}@{defn.version}'s coefficients were fitted on {fitted.model!r} "
+        f"({fitted.prompt_version}) and {why}: they may not fit its features. Refit them "
+        "for this model, or select a version without fitted coefficients "
+        "(docs/reference/evaluators.md, 'Fitted for one model')."
+    )
 
 
 def run_plans(
@@ -363,6 +390,9 @@ def run_plans(
         raise InvalidRequestError(f"debias: one of {', '.join(DEBIAS_MODES)}, not {debias!r}", field=("debias",))
     rotations = judge.default_rotations
     scalings = dict(judge.evaluator_scalings)
+    engine = judge.describe()
+    warnings: dict[str, str] = {}  # "<name>@<version>" -> x_warning, logged once per run
+    seen: set[str] = set()
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[_Responses]:
@@ -400,7 +430,15 @@ def run_plans(
         if debias_report is not None:
             debias_report.update(counts)
     for p, responses in done:
-        yield finish_plan(p, responses, checked, scalings=scalings)
+        for sel, _ in p.owners:
+            key = evaluator_key(sel.definition.name, sel.definition.version)
+            if key not in seen:
+                seen.add(key)
+                warning = fitted_warning(sel.definition, engine)
+                if warning is not None:
+                    warnings[key] = warning
+                    logger.warning("%s", warning)
+        yield finish_plan(p, responses, checked, scalings=scalings, warnings=warnings)
 
 
 def debiased(answered: Sequence[_Responses]) -> tuple[list[_Responses], dict[str, int]]:

@@ -47,6 +47,7 @@ def test_chunk_relevance_page(main_judge):
     assert [d.passed for d in res.details] == [True, False, False, True]
     assert res.score == 0.5 and res.label == "50% yes" and res.passed is True
     assert res.probabilities == {"yes": 0.5, "no": 0.5}
+    assert res.x_warning is None  # the engine its coefficients were fitted on
 
 
 def test_chunk_relevance_irrelevant_chunks_are_not_relevant(main_judge):

@@ -1,0 +1,75 @@
+"""Fitted coefficients are bound to the engine they were fitted on: another engine's results say so.
+
+The coefficients of chunk_relevance v2, chunk_support v3 and answer_relevancy v2 map one model's
+features to labels; on another model (measured: answer_relevancy@2 on the 135M, WikiEval pairwise
+0.40 against version 1's 0.87) each result carries ``x_warning`` and the run logs it once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib import resources
+
+import pytest
+
+from logitjudge.rubrics.definitions import EvaluatorDef, FittedFor
+from logitjudge.rubrics.registry import default_registry
+
+FITTED = FittedFor(model="qwen2.5-coder-1.5b-instruct", fingerprint="f" * 64, prompt_version="lj-prompt-1.1")
+
+
+def test_the_same_model_by_fingerprint_or_by_name_is_not_flagged():
+    engine = {"model": "qwen2.5-coder-1.5b-instruct", "fingerprint": "f" * 64, "prompt_version": "lj-prompt-1.1"}
+    assert FITTED.differs_from(engine) is None
+    # a bf16 load of the same weights: another fingerprint (it includes the dtype), the same name
+    assert FITTED.differs_from({**engine, "fingerprint": "b" * 64}) is None
+    # the same weights under another name (a local path): the fingerprint matches
+    assert FITTED.differs_from({**engine, "model": "my-copy"}) is None
+
+
+def test_another_model_or_prompt_is_flagged_and_a_stand_in_is_not():
+    other = {"model": "smollm2-135m-instruct", "fingerprint": "a" * 64, "prompt_version": "lj-prompt-1.1"}
+    assert FITTED.differs_from(other) == "this engine runs 'smollm2-135m-instruct'"
+    prompt = {"model": "qwen2.5-coder-1.5b-instruct", "fingerprint": "f" * 64, "prompt_version": "lj-prompt-2"}
+    assert FITTED.differs_from(prompt) == "this engine uses prompt 'lj-prompt-2'"
+    assert FITTED.differs_from({"model": "scripted"}) is None  # no fingerprint: not a model
+
+
+def test_fitted_coefficients_need_fitted_for():
+    defn = default_registry().get("answer_relevancy@2").model_dump()
+    defn.pop("fitted_for")
+    with pytest.raises(ValueError, match="fitted_for"):
+        EvaluatorDef.model_validate(defn)
+
+
+def test_shipped_coefficients_name_the_shipped_calibrations_model():
+    """Every fitted evaluator of the catalogue was fitted on the default model: the engine the
+    shipped calibration file names (same fingerprint, prompt version and model name)."""
+    (path,) = [p for p in resources.files("logitjudge.calibrations").iterdir() if p.name.endswith(".json")]
+    calibrated = json.loads(path.read_text(encoding="utf-8"))["fitted_for"]
+    catalogue = json.loads(resources.files("logitjudge.rubrics").joinpath("catalogue.json").read_text("utf-8"))
+    fitted = [e for e in catalogue["evaluators"] + catalogue["previous"] if e.get("classes") or e.get("combine")]
+    assert {(e["name"], e["version"]) for e in fitted} >= {
+        ("chunk_relevance", "2"),
+        ("chunk_support", "3"),
+        ("answer_relevancy", "2"),
+    }
+    for e in fitted:
+        assert e["fitted_for"] == {k: calibrated[k] for k in ("model", "fingerprint", "prompt_version")}
+
+
+def test_a_run_on_another_model_flags_fitted_evaluators_once(default_judge, caplog):
+    """The suite's 135M is not the model the coefficients were fitted on."""
+    items = [
+        {"input": "What is the minimum Node version?", "output": "Node 20 or newer.", "context": ["Node 20+."]}
+    ] * 2
+    with caplog.at_level(logging.WARNING, logger="logitjudge.rubrics"):
+        run = default_judge.evaluate(items, ["answer_relevancy@2", "faithfulness"])
+    for item in run.results:
+        warning = item.results["answer_relevancy"].x_warning
+        assert warning is not None and "'qwen2.5-coder-1.5b-instruct'" in warning
+        assert "'smollm2-135m-instruct'" in warning
+        assert item.results["faithfulness"].x_warning is None  # no fitted coefficients
+    logged = [r.getMessage() for r in caplog.records if r.name == "logitjudge.rubrics"]
+    assert logged == [run.results[0].results["answer_relevancy"].x_warning]
