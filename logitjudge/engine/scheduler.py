@@ -87,11 +87,12 @@ def estimate_tokens(request: EngineRequest) -> int:
     """
     chars = _REQUEST_OVERHEAD_CHARS + _text_chars(request.state)
     for q in request.questions:
-        branch = _QUESTION_OVERHEAD_CHARS + _text_chars(q.instructions)
-        for opt in q.options:
-            branch += _OPTION_OVERHEAD_CHARS + len(opt.name) + _text_chars(opt.description)
+        stem = _QUESTION_OVERHEAD_CHARS + _text_chars(q.instructions)
+        options = sum(_OPTION_OVERHEAD_CHARS + len(opt.name) + _text_chars(opt.description) for opt in q.options)
         views = 1 if q.type in ("noul", "continuation") else max(1, min(q.rotations, len(q.options)))
-        chars += branch * views  # each rotation is a branch of its own (PromptBuilder.views)
+        # a rotated question's views share their stem (the question line, run once: the packer's
+        # QuestionPlan.stem); each view lists the options in its own order
+        chars += stem + options * views
     return chars // 4 + 1
 
 
