@@ -202,9 +202,11 @@ def useful_flops(engine: Engine, plan: Any) -> float:
     S = len(plan.prefix)
     pairs = S * (S + 1) // 2
     for q in plan.questions:
+        st = q.stem  # rotated views share their first st tokens, run once (QuestionPlan.stem)
+        pairs += st * S + st * (st + 1) // 2
         for v in q.views:
-            b = len(v.branch) + sum(len(lab) - 1 for lab in v.labels)
-            pairs += b * S + b * (b + 1) // 2
+            b = len(v.branch) - st + sum(len(lab) - 1 for lab in v.labels)
+            pairs += b * (S + st) + b * (b + 1) // 2
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     attn = 4 * cfg.num_hidden_layers * cfg.num_attention_heads * head_dim * pairs
     return 2 * params * plan.n_tokens + attn
