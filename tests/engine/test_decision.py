@@ -9,24 +9,13 @@ import json
 
 import pytest
 import torch
+from support.decision import TEMPLATE
 
 from logitjudge.engine.core import Engine
 from logitjudge.engine.decision import DecisionPromptBuilder
 from logitjudge.engine.model import LoadedModel
 from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
-
-TEMPLATE = (
-    "<|im_start|>user\n"
-    "{{ state if state is string else state|tojson }}<|split|>\n"
-    "{{ question.instructions }}\n"
-    "{%- for option in question.options %}\n"
-    "{{ question.labels[loop.index0] }}. {{ option }}"
-    "{%- if question.descriptions[loop.index0] %}: {{ question.descriptions[loop.index0] }}{% endif %}"
-    "{%- endfor %}<|im_end|>\n"
-    "<|im_start|>assistant\n"
-    "[decision]:<|mark|> (read before the mark)"
-)
 
 STATE = "Hi team, I was charged twice for order 1182 and would like a refund of the second charge today."
 REQUEST = {

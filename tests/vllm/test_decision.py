@@ -8,20 +8,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.decision import TEMPLATE
 
 from logitjudge.engine.model import resolve_model
 
-TEMPLATE = (
-    "<|im_start|>user\n"
-    "{{ state if state is string else state|tojson }}<|split|>\n"
-    "{{ question.instructions }}\n"
-    "{%- for option in question.options %}\n"
-    "{{ question.labels[loop.index0] }}. {{ option }}"
-    "{%- if question.descriptions[loop.index0] %}: {{ question.descriptions[loop.index0] }}{% endif %}"
-    "{%- endfor %}<|im_end|>\n"
-    "<|im_start|>assistant\n"
-    "[decision]:<|mark|> (read before the mark)"
-)
 REQUEST = {
     "model": "jev-latest",
     "state": "Hi team, I was charged twice for order 1182 and would like a refund of the second charge today.",
