@@ -217,7 +217,7 @@ class EvaluatorResult(_Out):
     x_warning: str | None = Field(
         default=None,
         description="Set when the result rests on something this engine was not checked for: an "
-        "evaluator's fitted coefficients (chunk_relevance v2, chunk_support v3, answer_relevancy v2) "
+        "evaluator's fitted coefficients (chunk_relevance v2, chunk_support v2 and v3, answer_relevancy v2) "
         "applied on a model other than the one they were fitted on. Refit them for this model, or "
         "select a version without fitted coefficients (docs/reference/evaluators.md).",
     )

@@ -135,7 +135,8 @@ class FittedFor(_Strict):
     Attributes:
         model: the model's name as ``describe()["model"]`` gives it (for messages).
         fingerprint: ``describe()["fingerprint"]`` (sha256 over the config and the weights'
-            names, shapes and dtypes; :func:`logitjudge.engine.model.weights_fingerprint`).
+            names, shapes and dtypes, not their values: it tells architectures and dtypes apart,
+            not fine-tunes of one architecture; :func:`logitjudge.engine.model.weights_fingerprint`).
         prompt_version: the prompt template the features were read under.
     """
 
@@ -220,8 +221,9 @@ class EvaluatorDef(_Strict):
             chunk's distribution is their softmax (multinomial logistic regression).
             ``answer_probes``: the same per level index ("0".."3"), over
             :func:`logitjudge.rubrics.scoring.answer_features`.
-        fitted_for: the engine ``combine`` / ``classes`` were fitted on (required with either);
-            on another engine the result carries ``x_warning`` (see :class:`FittedFor`).
+        fitted_for: the engine ``combine`` / ``classes`` were fitted on (only with either; every
+            shipped one has it); on another engine the result carries ``x_warning`` (see
+            :class:`FittedFor`). A definition of your own without it is not checked.
         entity_template: ``entity_recall`` scoring: the noul asked per entity of ``expected``
             not found verbatim in the context, ``{entity}`` quoting it.
         claim_probes: ``chunk_probes`` scoring: the probes are asked per claim of the output
@@ -395,8 +397,8 @@ class EvaluatorDef(_Strict):
             raise ValueError(f"{self.name}: answer_probes scoring needs answer_state (and only it)")
         if self.answer_state is not None and "{answer}" not in self.answer_state:
             raise ValueError(f"{self.name}: answer_state must hold {{answer}}")
-        if (self.classes is not None or self.combine is not None) != (self.fitted_for is not None):
-            raise ValueError(f"{self.name}: fitted coefficients (combine, classes) need fitted_for (and only they)")
+        if self.fitted_for is not None and self.classes is None and self.combine is None:
+            raise ValueError(f"{self.name}: fitted_for goes with fitted coefficients (combine, classes)")
         if self.classes is not None:
             outcomes = [o.name for o in self.options or ()] or [str(k) for k in range(len(self.levels or ()))]
             if set(self.classes) != set(outcomes):

@@ -55,6 +55,7 @@ __all__ = [
     "plan_item",
     "finish_plan",
     "fitted_warning",
+    "fitted_warnings",
     "lowest_option_mass",
     "check_thresholds",
     "run_plans",
@@ -354,6 +355,13 @@ def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str | None:
     )
 
 
+def fitted_warnings(registry: Registry, engine: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`fitted_warning` of every version in ``registry`` that has one on ``engine``, by
+    ``"<name>@<version>"`` (what :func:`finish_plan` takes as ``warnings``)."""
+    found = {key: fitted_warning(defn, engine) for key, defn in registry.versions.items()}
+    return {key: w for key, w in found.items() if w is not None}
+
+
 def run_plans(
     judge: JudgeLike,
     plans: Iterable[ItemPlan],
@@ -391,8 +399,8 @@ def run_plans(
     rotations = judge.default_rotations
     scalings = dict(judge.evaluator_scalings)
     engine = judge.describe()
-    warnings: dict[str, str] = {}  # "<name>@<version>" -> x_warning, logged once per run
-    seen: set[str] = set()
+    warnings = fitted_warnings(registry, engine)  # "<name>@<version>" -> x_warning
+    logged: set[str] = set()  # each warning is logged once per call, when a result carries it
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[_Responses]:
@@ -430,15 +438,16 @@ def run_plans(
         if debias_report is not None:
             debias_report.update(counts)
     for p, responses in done:
-        for sel, _ in p.owners:
+        for sel, _ in p.owners:  # a definition from outside ``registry`` (a variant)
             key = evaluator_key(sel.definition.name, sel.definition.version)
-            if key not in seen:
-                seen.add(key)
-                warning = fitted_warning(sel.definition, engine)
-                if warning is not None:
-                    warnings[key] = warning
-                    logger.warning("%s", warning)
-        yield finish_plan(p, responses, checked, scalings=scalings, warnings=warnings)
+            if key not in warnings and (warning := fitted_warning(sel.definition, engine)) is not None:
+                warnings[key] = warning
+        result = finish_plan(p, responses, checked, scalings=scalings, warnings=warnings)
+        for r in result.results.values():
+            if r.x_warning is not None and r.x_warning not in logged:
+                logged.add(r.x_warning)
+                logger.warning("%s", r.x_warning)
+        yield result
 
 
 def debiased(answered: Sequence[_Responses]) -> tuple[list[_Responses], dict[str, int]]:

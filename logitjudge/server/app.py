@@ -185,6 +185,7 @@ def create_app(
     metrics.watch_engine(getattr(judge, "counters", None))
     scheduler = _scheduler(judge, config, metrics)
     state = ServerState(judge, scheduler, metrics, config)
+    _ = state.fitted_warnings  # evaluators fitted on another model: logged at start, not on first use
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

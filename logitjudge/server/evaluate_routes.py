@@ -205,7 +205,9 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
             responses = await _answer(state, plan, raise_errors=True)
         except InvalidRequestError as exc:  # the engine refused a generated question: not a body field
             raise InvalidRequestError(exc.message, field=()) from None
-        result = finish_plan(plan, responses, thresholds, scalings=state.judge.evaluator_scalings)
+        result = finish_plan(
+            plan, responses, thresholds, scalings=state.judge.evaluator_scalings, warnings=state.fitted_warnings
+        )
         return JSONResponse({"model": state.judge.model_name, **dump(result)}, headers={"cache-control": "no-store"})
 
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
@@ -225,7 +227,8 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
         answered, counts = debiased(answered)
         if not strict:  # the adjustment is made either way; only its report is an extension
             extra["x_debias"] = {"mode": "batch", **counts}
-    results = [finish_plan(p, responses, thresholds, scalings=scalings) for p, responses in answered]
+    warnings = state.fitted_warnings
+    results = [finish_plan(p, responses, thresholds, scalings=scalings, warnings=warnings) for p, responses in answered]
     rows = [
         {
             "results": r.model_dump(mode="json")["results"],

@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Request
@@ -39,6 +41,8 @@ from logitjudge.server.config import ServerConfig
 from logitjudge.server.errors import ERROR_RESPONSES, ClientDisconnected
 from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics
+
+logger = logging.getLogger("logitjudge.server")
 
 __all__ = ["router", "ServerState", "State", "server_state", "describe", "RELEASE_DATE"]
 
@@ -117,6 +121,19 @@ class ServerState:
     scheduler: Scheduler | None = None
     metrics: ServerMetrics | None = None
     config: ServerConfig | None = None
+
+    @cached_property
+    def fitted_warnings(self) -> dict[str, str]:
+        """The ``x_warning`` of each evaluator version whose fitted coefficients were fitted on
+        another engine than the one served, by ``"<name>@<version>"``
+        (:func:`logitjudge.rubrics.runner.fitted_warnings`); computed and logged once, on first use."""
+        from logitjudge.rubrics.registry import default_registry
+        from logitjudge.rubrics.runner import fitted_warnings
+
+        found = fitted_warnings(default_registry(), self.judge.describe())
+        for warning in found.values():
+            logger.warning("%s", warning)
+        return found
 
     @property
     def limits(self) -> RequestLimits:

@@ -36,9 +36,9 @@ def test_another_model_or_prompt_is_flagged_and_a_stand_in_is_not():
     assert FITTED.differs_from({"model": "scripted"}) is None  # no fingerprint: not a model
 
 
-def test_fitted_coefficients_need_fitted_for():
-    defn = default_registry().get("answer_relevancy@2").model_dump()
-    defn.pop("fitted_for")
+def test_fitted_for_goes_with_fitted_coefficients_only():
+    defn = default_registry().get("faithfulness").model_dump()
+    defn["fitted_for"] = FITTED.model_dump()
     with pytest.raises(ValueError, match="fitted_for"):
         EvaluatorDef.model_validate(defn)
 
@@ -73,3 +73,35 @@ def test_a_run_on_another_model_flags_fitted_evaluators_once(default_judge, capl
         assert item.results["faithfulness"].x_warning is None  # no fitted coefficients
     logged = [r.getMessage() for r in caplog.records if r.name == "logitjudge.rubrics"]
     assert logged == [run.results[0].results["answer_relevancy"].x_warning]
+
+
+def test_the_server_flags_fitted_evaluators_and_logs_at_start(default_judge, caplog):
+    """``POST /api/v1/evaluate`` (both forms) carries the same ``x_warning``; the strict wire
+    leaves it out; the server logs each warning once, when the app is built."""
+    from fastapi.testclient import TestClient
+
+    from logitjudge.server.app import create_app
+
+    with caplog.at_level(logging.WARNING, logger="logitjudge.server"):
+        app = create_app(default_judge)
+    logged = [r.getMessage() for r in caplog.records if r.name == "logitjudge.server"]
+    assert any("answer_relevancy@2's coefficients" in m for m in logged)
+    item = {"input": "What is the minimum Node version?", "output": "Node 20 or newer."}
+    with TestClient(app) as client:
+        one = client.post("/api/v1/evaluate", json={**item, "evaluators": ["answer_relevancy@2"]}).json()
+        batch = client.post("/api/v1/evaluate", json={"items": [item], "evaluators": ["answer_relevancy@2"]}).json()
+        strict = client.post(
+            "/api/v1/evaluate", json={**item, "evaluators": ["answer_relevancy@2"], "x_strict_wire": True}
+        ).json()
+    assert "'smollm2-135m-instruct'" in one["results"]["answer_relevancy"]["x_warning"]
+    assert (
+        batch["results"][0]["results"]["answer_relevancy"]["x_warning"]
+        == one["results"]["answer_relevancy"]["x_warning"]
+    )
+    assert "x_warning" not in strict["results"]["answer_relevancy"]
+
+
+def test_a_definition_of_your_own_without_fitted_for_still_loads():
+    defn = default_registry().get("answer_relevancy@2").model_dump()
+    defn.pop("fitted_for")
+    assert EvaluatorDef.model_validate(defn).fitted_for is None
