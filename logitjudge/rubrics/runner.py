@@ -401,6 +401,7 @@ def run_plans(
     engine = judge.describe()
     warnings = fitted_warnings(registry, engine)  # "<name>@<version>" -> x_warning
     logged: set[str] = set()  # each warning is logged once per call, when a result carries it
+    seen: set[str] = set()  # evaluator versions already checked for a warning
     batch: list[ItemPlan] = []
 
     def flush() -> Iterator[_Responses]:
@@ -438,10 +439,12 @@ def run_plans(
         if debias_report is not None:
             debias_report.update(counts)
     for p, responses in done:
-        for sel, _ in p.owners:  # a definition from outside ``registry`` (a variant)
+        for sel, _ in p.owners:  # a definition from outside ``registry`` (a variant): checked once
             key = evaluator_key(sel.definition.name, sel.definition.version)
-            if key not in warnings and (warning := fitted_warning(sel.definition, engine)) is not None:
-                warnings[key] = warning
+            if key not in seen:
+                seen.add(key)
+                if key not in warnings and (warning := fitted_warning(sel.definition, engine)) is not None:
+                    warnings[key] = warning
         result = finish_plan(p, responses, checked, scalings=scalings, warnings=warnings)
         for r in result.results.values():
             if r.x_warning is not None and r.x_warning not in logged:
