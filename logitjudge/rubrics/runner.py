@@ -339,26 +339,37 @@ def finish_plan(
     return ItemResult(id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage)
 
 
-def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str | None:
+def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any], registry: Registry | None = None) -> str | None:
     """The ``x_warning`` of ``defn``'s results on ``engine`` (a ``describe()`` dict): set when
     its fitted coefficients were fitted on another engine
-    (:meth:`~logitjudge.rubrics.definitions.FittedFor.differs_from`), else None."""
+    (:meth:`~logitjudge.rubrics.definitions.FittedFor.differs_from`), else None. With
+    ``registry``, the warning names the latest version of the same evaluator that has no fitted
+    coefficients (e.g. ``answer_relevancy@1``), when there is one."""
     fitted = defn.fitted_for
     why = None if fitted is None else fitted.differs_from(engine)
     if fitted is None or why is None:
         return None
+    plain = [
+        d.version
+        for d in (registry.versions.values() if registry is not None else ())
+        if d.name == defn.name and d.fitted_for is None
+    ]
+    instead = (
+        f"select {defn.name}@{max(plain, key=lambda v: (len(v), v))}, which has none"
+        if plain
+        else "select a version without fitted coefficients"
+    )
     return (
         f"{defn.name}@{defn.version}'s coefficients were fitted on {fitted.model!r} "
         f"({fitted.prompt_version}) and {why}: they may not fit its features. Refit them "
-        "for this model, or select a version without fitted coefficients "
-        "(docs/reference/evaluators.md, 'Fitted for one model')."
+        f"for this model, or {instead} (docs/reference/evaluators.md, 'Fitted for one model')."
     )
 
 
 def fitted_warnings(registry: Registry, engine: Mapping[str, Any]) -> dict[str, str]:
     """:func:`fitted_warning` of every version in ``registry`` that has one on ``engine``, by
     ``"<name>@<version>"`` (what :func:`finish_plan` takes as ``warnings``)."""
-    found = {key: fitted_warning(defn, engine) for key, defn in registry.versions.items()}
+    found = {key: fitted_warning(defn, engine, registry) for key, defn in registry.versions.items()}
     return {key: w for key, w in found.items() if w is not None}
 
 
@@ -443,7 +454,7 @@ def run_plans(
             key = evaluator_key(sel.definition.name, sel.definition.version)
             if key not in seen:
                 seen.add(key)
-                if key not in warnings and (warning := fitted_warning(sel.definition, engine)) is not None:
+                if key not in warnings and (warning := fitted_warning(sel.definition, engine, registry)) is not None:
                     warnings[key] = warning
         result = finish_plan(p, responses, checked, scalings=scalings, warnings=warnings)
         for r in result.results.values():

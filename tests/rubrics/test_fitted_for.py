@@ -70,6 +70,7 @@ def test_a_run_on_another_model_flags_fitted_evaluators_once(default_judge, capl
         warning = item.results["answer_relevancy"].x_warning
         assert warning is not None and "'qwen2.5-coder-1.5b-instruct'" in warning
         assert "'smollm2-135m-instruct'" in warning
+        assert "select answer_relevancy@1, which has none" in warning  # the version without coefficients
         assert item.results["faithfulness"].x_warning is None  # no fitted coefficients
     logged = [r.getMessage() for r in caplog.records if r.name == "logitjudge.rubrics"]
     assert logged == [run.results[0].results["answer_relevancy"].x_warning]
