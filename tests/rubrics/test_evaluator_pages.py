@@ -166,3 +166,132 @@ def test_context_entity_recall_counts_an_entity_written_differently(main_judge):
         "context_entity_recall",
     )
     assert other.score < res.score
+
+
+# Variations of the pages' examples: the same verdicts on other wordings, orders and domains,
+# so a pass above is the method's, not the example's.
+
+RELEVANCE_VARIATIONS = [
+    pytest.param(
+        "How is Jev priced, and are output tokens billed?",
+        [
+            "Founded in 2024.",
+            "Price: $42 per billion input tokens. Output tokens are free.",
+            "Output billed at $8/M on the legacy v0 endpoint, deprecated.",
+            "Rate limits: 1,200 rpm.",
+        ],
+        [False, True, True, False],
+        id="page-reordered",
+    ),
+    pytest.param(
+        "How is Jev priced, and are output tokens billed?",
+        [
+            "Pricing: input costs $0.042 per million tokens; there is no charge for output.",
+            "Our office is in Berlin.",
+            "API keys rotate every 90 days.",
+            "Legacy endpoint: output tokens cost $8 per million.",
+        ],
+        [True, False, False, True],
+        id="page-paraphrased",
+    ),
+    pytest.param(
+        "What is the maximum upload size, and are videos accepted?",
+        [
+            "Uploads are limited to 2 GB per file.",
+            "Support is available 24/7 by email.",
+            "The app supports dark mode.",
+            "Video files (MP4, MOV) are accepted.",
+        ],
+        [True, False, False, True],
+        id="uploads",
+    ),
+    pytest.param(
+        "What is the adult dose of ibuprofen, and can it be taken with food?",
+        [
+            "The clinic is open Monday to Friday.",
+            "Adults may take 200-400 mg of ibuprofen every 4 to 6 hours.",
+            "Ibuprofen can be taken with food or milk to reduce stomach upset.",
+            "Parking is free for patients.",
+        ],
+        [False, True, True, False],
+        id="medical",
+    ),
+]
+
+
+@pytest.mark.parametrize(("question", "chunks", "relevant"), RELEVANCE_VARIATIONS)
+def test_chunk_relevance_page_variations(main_judge, question, chunks, relevant):
+    res = _one(main_judge, {"input": question, "output": "…", "context": chunks}, "chunk_relevance")
+    assert [d.passed for d in res.details] == relevant
+    assert res.score == sum(relevant) / len(relevant)
+
+
+def test_chunk_support_page_pattern_on_a_changed_time(main_judge):
+    """The page's pattern (supports, unrelated, contradicts) where the third chunk changes a value."""
+    item = {
+        "output": "The train to Paris leaves at 10:15.",
+        "context": [
+            "Departure to Paris: 10:15, platform 4.",
+            "Tickets can be bought online.",
+            "The train to Paris leaves at 11:40.",
+        ],
+    }
+    res = _one(main_judge, item, "chunk_support")
+    assert [d.label for d in res.details] == ["supports", "unrelated", "contradicts"]
+    assert res.label == "contradicts" and res.passed is False
+
+
+@pytest.mark.parametrize(
+    ("question", "direct", "padded"),
+    [
+        pytest.param(
+            "What is the minimum Python version for the library?",
+            "Python 3.10 or newer.",
+            "Python 3.10 or newer. As background, the library was first released in 2019, its logo is a "
+            "snake, and it is popular with data teams.",
+            id="python",
+        ),
+        pytest.param(
+            "What is the capital of Australia?",
+            "Canberra is the capital of Australia.",
+            "Canberra. Australia is also known for kangaroos, the Great Barrier Reef and its beaches, and "
+            "many tourists visit Sydney.",
+            id="capital",
+        ),
+    ],
+)
+def test_answer_relevancy_page_variations(main_judge, question, direct, padded):
+    """As the page: the direct answer passes, the same answer padded fails and scores lower."""
+    bare = _one(main_judge, {"input": question, "output": direct}, "answer_relevancy")
+    pads = _one(main_judge, {"input": question, "output": padded}, "answer_relevancy")
+    assert bare.passed is True and pads.passed is False and bare.score > pads.score
+
+
+def test_answer_relevancy_an_off_topic_answer_fails_below_the_padded_one(main_judge):
+    off = _one(
+        main_judge,
+        {"input": NODE_QUESTION, "output": "Our SDK is available on GitHub under the MIT license."},
+        "answer_relevancy",
+    )
+    padded = _one(main_judge, {"input": NODE_QUESTION, "output": PADDED}, "answer_relevancy")
+    assert off.passed is False and off.score < padded.score
+
+
+def test_context_entity_recall_page_variations(main_judge):
+    """Every entity present, one written out in words (level 3); the height missing (fails)."""
+    expected = "The Eiffel Tower is 330 metres tall and opened in 1889."
+    words = _one(
+        main_judge,
+        {
+            "expected": expected,
+            "context": ["The Eiffel Tower opened in 1889. It is about three hundred and thirty metres tall."],
+        },
+        "context_entity_recall",
+    )
+    assert words.label == "3.0 / 3" and words.passed is True
+    missing = _one(
+        main_judge,
+        {"expected": expected, "context": ["The Eiffel Tower opened in 1889 and has 1,665 steps."]},
+        "context_entity_recall",
+    )
+    assert missing.passed is False and missing.score < words.score
