@@ -355,7 +355,7 @@ def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any], registry: Regi
         if d.name == defn.name and d.fitted_for is None
     ]
     instead = (
-        f"select {defn.name}@{max(plain, key=lambda v: (len(v), v))}, which has none"
+        f"select {defn.name}@{max(plain, key=lambda v: tuple(int(part) for part in v.split('.')))}, which has none"
         if plain
         else "select a version without fitted coefficients"
     )

@@ -254,8 +254,8 @@ def test_chunk_support_page_pattern_on_a_changed_time(main_judge):
         pytest.param(
             "What is the capital of Australia?",
             "Canberra is the capital of Australia.",
-            "Canberra. Australia is also known for kangaroos, the Great Barrier Reef and its beaches, and "
-            "many tourists visit Sydney.",
+            "Canberra is the capital of Australia. It is also known for kangaroos, the Great Barrier Reef "
+            "and its beaches, and many tourists visit Sydney.",
             id="capital",
         ),
     ],

@@ -36,6 +36,32 @@ def test_another_model_or_prompt_is_flagged_and_a_stand_in_is_not():
     assert FITTED.differs_from({"model": "scripted"}) is None  # no fingerprint: not a model
 
 
+def test_the_warning_names_the_latest_version_without_fitted_coefficients():
+    """Versions compare as numbers ("10" after "9", "2" after "1.5"); without such a version,
+    or without a registry, the warning says so in general terms."""
+    from logitjudge.rubrics.definitions import Catalogue
+    from logitjudge.rubrics.registry import Registry
+    from logitjudge.rubrics.runner import fitted_warning
+
+    base = default_registry().get("answer_relevancy").model_dump(exclude_none=True)
+    plain = default_registry().get("answer_relevancy@1").model_dump(exclude_none=True)
+    fitted = dict(base, version="11")
+    engine = {"model": "smollm2-135m-instruct", "fingerprint": "a" * 64, "prompt_version": "lj-prompt-1.1"}
+
+    def warning(*plain_versions: str) -> str | None:
+        previous = [dict(plain, version=v) for v in plain_versions]
+        registry = Registry(Catalogue.model_validate({"format": 1, "evaluators": [fitted], "previous": previous}))
+        return fitted_warning(registry.get("answer_relevancy"), engine, registry)
+
+    assert "select answer_relevancy@10, which has none" in (warning("9", "10", "1.5") or "")
+    assert "select answer_relevancy@2, which has none" in (warning("1.5", "2") or "")
+    assert "select a version without fitted coefficients" in (warning() or "")
+    defn = EvaluatorDef.model_validate(fitted)
+    assert "select a version without fitted coefficients" in (fitted_warning(defn, engine) or "")
+    same = {**engine, "model": "qwen2.5-coder-1.5b-instruct", "fingerprint": defn.fitted_for.fingerprint}
+    assert fitted_warning(defn, same) is None
+
+
 def test_fitted_for_goes_with_fitted_coefficients_only():
     defn = default_registry().get("faithfulness").model_dump()
     defn["fitted_for"] = FITTED.model_dump()
@@ -95,6 +121,7 @@ def test_the_server_flags_fitted_evaluators_and_logs_at_start(default_judge, cap
             "/api/v1/evaluate", json={**item, "evaluators": ["answer_relevancy@2"], "x_strict_wire": True}
         ).json()
     assert "'smollm2-135m-instruct'" in one["results"]["answer_relevancy"]["x_warning"]
+    assert "select answer_relevancy@1, which has none" in one["results"]["answer_relevancy"]["x_warning"]
     assert (
         batch["results"][0]["results"]["answer_relevancy"]["x_warning"]
         == one["results"]["answer_relevancy"]["x_warning"]
