@@ -13,14 +13,15 @@ Latent Knowledge in Language Models Without Supervision", read here from prompte
 than hidden states). The negation is written by rule, ``It is not true that <claim>``, so no
 model writes anything.
 
-One request per row, the state the evaluator's chunk state (``"Passage: <chunk>"``), four yes/no
+One request per row, the state being the evaluator's chunk state (``"Passage: <chunk>"``), four yes/no
 questions: "does the passage in the state show that the claim X is true?" and "... is false?",
 for X the claim and X its negation. Features: ``true``, ``false`` (logit P(yes) about the claim)
 and ``true_neg``, ``false_neg`` (about the negation); contrasts ``true - true_neg`` and
 ``false - false_neg``. Rows: those of ``chunk_support_fewshot.rows_of`` (the RAG table's 45 ANLI
 rows, 45 held-out VitaminC rows, the 60 VitaminC rows ``chunk_support@3`` was fitted on, 12
 hand-written cases, the chunk support page's pairs). Reported: the one-vs-rest AUROC of each
-feature and contrast for "contradicts" and for "supports" per set, and a multinomial logistic
+feature and contrast for "contradicts" and for "supports" per set (as stored, higher = that
+label; the docs read "true" and its contrast the other way round, as their questions predict), and a multinomial logistic
 regression (scikit-learn, C=1) per feature group, fitted on the 60 VitaminC fit rows and applied
 to the held-out VitaminC rows (3-way accuracy with a 95% bootstrap interval, macro-F1, share
 "supports"), ANLI (the same) and the hand-written and page rows. Writes

@@ -19,8 +19,8 @@ chunk), asked over the chunk (``"Passage: <chunk>"``, as the evaluator's chunk r
   contradiction should show one word the chunk makes much less likely (``pmi_min``) among words it
   makes more likely (``pmi_mean``).
 
-Rows: the 12 hand-written claim/chunk cases of :data:`CONTRASTS` (4 supports, 6 contradicts,
-2 unrelated: explicit, everyday contradictions, not the pages' examples), the 60 VitaminC dev rows
+Rows: the 12 hand-written claim/chunk cases of :data:`CONTRASTS` (3 supports, 6 contradicts,
+3 unrelated: explicit, everyday contradictions, not the pages' examples), the 60 VitaminC dev rows
 ``chunk_support@3`` was fitted on (``rag-fit-rows.json``; VitaminC's "unrelated" is "not enough
 info", on topic), and 30 off-topic pairs derived from other VitaminC rows (a claim with another
 row's evidence; "unrelated" by construction; the per-word readout uses the first 15). Reported:
