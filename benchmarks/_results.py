@@ -17,10 +17,14 @@ torch is installed, so a script that does not use it (the fuzzer) can call it to
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import importlib.metadata
+import json
 import platform
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 # The labelled dev sets and the source texts some benchmarks read (outside the repository).
 DATA = ROOT.parent / "shared" / "data"
 
-__all__ = ["ROOT", "RESULTS", "DATA", "run_metadata"]
+__all__ = ["ROOT", "RESULTS", "DATA", "answers_parser", "answers_path", "answers_record", "run_metadata"]
 
 
 def _git(*args: str) -> str | None:
@@ -101,6 +105,50 @@ def run_metadata(device: str | None = None) -> dict[str, Any]:
     }
 
 
+def answers_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a benchmark that saves the model's answers and computes its figures from
+    them: ``--model`` (name or path; default the default model), ``--batch`` and ``--rebuild``
+    (the figures again from the saved answers, no model)."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--model", default=None, help="model name or path (default: the default model)")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--rebuild", action="store_true", help="recompute the figures from the saved answers (no model)")
+    return ap
+
+
+def _model_name(model: str | None) -> str:
+    """The name a result file carries for ``model`` (a name or a path; None: the default model)."""
+    from logitjudge.settings import MAIN_MODEL
+
+    return Path(model or MAIN_MODEL).name.lower()
+
+
+def answers_path(script: str, model: str | None) -> Path:
+    """``benchmarks/results/<script's name, dashed>-<model>.json``, e.g.
+    ``chunk-support-negation-qwen2.5-coder-1.5b.json`` for ``chunk_support_negation.py``."""
+    return RESULTS / f"{Path(script).stem.replace('_', '-')}-{_model_name(model)}.json"
+
+
+def answers_record(
+    script: str, args: argparse.Namespace, answer: Callable[[], list[dict[str, Any]]]
+) -> tuple[dict[str, Any], Path]:
+    """The saved record of ``script`` (with ``--rebuild``), or a new one whose ``rows`` are
+    ``answer()``'s (timed, with :func:`run_metadata`); and the path it goes to."""
+    path = answers_path(script, args.model)
+    if args.rebuild:
+        return json.loads(path.read_text(encoding="utf-8")), path
+    started = time.time()
+    rows = answer()
+    record = {
+        "command": f"python benchmarks/{Path(script).name}" + (f" --model {args.model}" if args.model else ""),
+        "model": _model_name(args.model),
+        "metadata": run_metadata(),
+        "seconds": round(time.time() - started, 1),
+        "rows": rows,
+    }
+    return record, path
+
+
 def metadata_from_history(path: Path, record: dict[str, Any]) -> dict[str, Any]:
     """A metadata block for a result written before :func:`run_metadata` existed, from what git
     and the result itself hold: the commit that last changed the file and its date (the run came
@@ -135,7 +183,6 @@ def metadata_from_history(path: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":  # python benchmarks/_results.py --backfill
-    import json
     import sys
 
     if sys.argv[1:] != ["--backfill"]:

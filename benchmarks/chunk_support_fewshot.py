@@ -38,7 +38,6 @@ rows (as ``chunk_support@3``'s coefficients were fitted on VitaminC), applied to
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -52,7 +51,7 @@ from logitjudge.rubrics.samples import bootstrap_interval
 from logitjudge.rubrics.scoring import clipped_logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import RESULTS, run_metadata  # noqa: E402
+from _results import RESULTS, answers_parser, answers_path, answers_record, run_metadata  # noqa: E402
 from chunk_support_wordings import CONTRASTS, LABELS  # noqa: E402
 from rag_quality import load_rows  # noqa: E402
 
@@ -260,19 +259,17 @@ def refit(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="model name or path (default: the default model)")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--rebuild", action="store_true", help="recompute the figures from the saved answers (no model)")
+    ap = answers_parser(__doc__.split("\n\n")[0])
     ap.add_argument("--resume", action="store_true", help="keep the saved answers, ask only the rows they lack")
     args = ap.parse_args()
-    from logitjudge.settings import MAIN_MODEL
 
-    name = Path(args.model or MAIN_MODEL).name.lower()
-    path = RESULTS / f"chunk-support-fewshot-{name}.json"
-    if args.rebuild:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    elif args.resume:
+    def answer() -> list[dict[str, Any]]:
+        rows = rows_of()
+        answers_of(args.model, rows, args.batch)
+        return rows
+
+    if args.resume:
+        path = answers_path(__file__, args.model)
         record = json.loads(path.read_text(encoding="utf-8"))
         saved = {r["id"]: r for r in record["rows"]}
         rows = rows_of()
@@ -285,16 +282,7 @@ def main() -> None:
         record["seconds"] = round(record["seconds"] + time.time() - started, 1)
         record["resumed"] = {"rows_added": len(todo), "metadata": run_metadata()}
     else:
-        started = time.time()
-        rows = rows_of()
-        answers_of(args.model, rows, args.batch)
-        record = {
-            "command": "python benchmarks/chunk_support_fewshot.py" + (f" --model {args.model}" if args.model else ""),
-            "model": name,
-            "metadata": run_metadata(),
-            "seconds": round(time.time() - started, 1),
-            "rows": rows,
-        }
+        record, path = answers_record(__file__, args, answer)
     record["figures"] = figures(record["rows"])
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"{'set/state':16s}   n  3-way  macro-F1  supports (gold)  AUROC contradicts: choice / false-true")

@@ -30,7 +30,6 @@ to the held-out VitaminC rows (3-way accuracy with a 95% bootstrap interval, mac
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -45,7 +44,7 @@ from logitjudge.rubrics.samples import bootstrap_interval
 from logitjudge.rubrics.scoring import clipped_logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import RESULTS, run_metadata  # noqa: E402
+from _results import answers_parser, answers_record  # noqa: E402
 from chunk_support_fewshot import rows_of  # noqa: E402
 from chunk_support_wordings import LABELS  # noqa: E402
 
@@ -144,28 +143,14 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="model name or path (default: the default model)")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--rebuild", action="store_true", help="recompute the figures from the saved answers (no model)")
-    args = ap.parse_args()
-    from logitjudge.settings import MAIN_MODEL
+    args = answers_parser(__doc__.split("\n\n")[0]).parse_args()
 
-    name = Path(args.model or MAIN_MODEL).name.lower()
-    path = RESULTS / f"chunk-support-negation-{name}.json"
-    if args.rebuild:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    else:
-        started = time.time()
+    def answer() -> list[dict[str, Any]]:
         rows = [{k: r[k] for k in ("id", "set", "claim", "chunk", "gold")} for r in rows_of()]
         answers_of(args.model, rows, args.batch)
-        record = {
-            "command": "python benchmarks/chunk_support_negation.py" + (f" --model {args.model}" if args.model else ""),
-            "model": name,
-            "metadata": run_metadata(),
-            "seconds": round(time.time() - started, 1),
-            "rows": rows,
-        }
+        return rows
+
+    record, path = answers_record(__file__, args, answer)
     record["figures"] = figures(record["rows"])
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print("AUROC (set/label): true false true_neg false_neg true-neg false-neg")

@@ -34,7 +34,6 @@ off-topic pairs, with its predictions on the hand-written cases. Writes
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -50,7 +49,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from logitjudge.rubrics.scoring import clipped_logit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _results import RESULTS, run_metadata  # noqa: E402
+from _results import RESULTS, answers_parser, answers_record  # noqa: E402
 from rag_quality import load_rows  # noqa: E402
 
 LABELS = ("supports", "contradicts", "unrelated")
@@ -214,27 +213,8 @@ def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="model name or path (default: the default model)")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--rebuild", action="store_true", help="recompute the figures from the saved answers (no model)")
-    args = ap.parse_args()
-    from logitjudge.settings import MAIN_MODEL
-
-    name = Path(args.model or MAIN_MODEL).name.lower()
-    path = RESULTS / f"chunk-support-wordings-{name}.json"
-    if args.rebuild:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    else:
-        started = time.time()
-        rows = answers_of(args.model, rows_of(), args.batch)
-        record = {
-            "command": "python benchmarks/chunk_support_wordings.py" + (f" --model {args.model}" if args.model else ""),
-            "model": name,
-            "metadata": run_metadata(),
-            "seconds": round(time.time() - started, 1),
-            "rows": rows,
-        }
+    args = answers_parser(__doc__.split("\n\n")[0]).parse_args()
+    record, path = answers_record(__file__, args, lambda: answers_of(args.model, rows_of(), args.batch))
     record["figures"] = figures([dict(r) for r in record["rows"]])
     path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     fig = record["figures"]

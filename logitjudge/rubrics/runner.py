@@ -354,10 +354,9 @@ def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any], registry: Regi
         for d in (registry.versions.values() if registry is not None else ())
         if d.name == defn.name and d.fitted_for is None
     ]
+    latest = max(plain, key=lambda v: tuple(map(int, v.split(".")))) if plain else None  # "10" after "9"
     instead = (
-        f"select {defn.name}@{max(plain, key=lambda v: tuple(int(part) for part in v.split('.')))}, which has none"
-        if plain
-        else "select a version without fitted coefficients"
+        f"select {defn.name}@{latest}, which has none" if latest else "select a version without fitted coefficients"
     )
     return (
         f"{defn.name}@{defn.version}'s coefficients were fitted on {fitted.model!r} "
