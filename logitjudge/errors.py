@@ -215,6 +215,17 @@ class CalibrationMismatchError(UnsupportedModelError):
         self.mismatch = mismatch or {}
 
 
+class HeadMismatchError(UnsupportedModelError):
+    """A decision head cannot be used: unreadable, or trained for another model fingerprint or
+    prompt template version (``mismatch`` names each differing key, head value first)."""
+
+    error_type = "unsupported_model"
+
+    def __init__(self, message: str, *, mismatch: dict[str, tuple[object, object]] | None = None) -> None:
+        super().__init__(message, field=("heads",))  # the --heads / Judge.load argument
+        self.mismatch = mismatch or {}
+
+
 class EngineError(LogitJudgeError):
     """The engine failed on a valid request."""
 

@@ -93,6 +93,7 @@ class Judge:
         prompt_version: str | None = None,
         backend: str | None = None,
         vllm: VllmConfig | None = None,
+        heads: str | Sequence[str | Path] | None = "shipped",
     ) -> Judge:
         """Load a model and run the start-up parity self-check.
 
@@ -136,10 +137,15 @@ class Judge:
                 prompt, labels, readout, calibration and answers stay ours.
             vllm: vLLM's options (:class:`~logitjudge.engine.config.VllmConfig`: parallel sizes,
                 executor, block size, KV cache size, GPU memory share, max model length).
+            heads: trained heads (:mod:`logitjudge.engine.heads`) for the evaluators that read
+                one: ``"shipped"`` (default: the package's heads for this very engine, if any),
+                ``"none"``, or head folders from ``logitjudge fit``. ``describe()["heads"]``
+                lists the loaded ones; the vLLM backend takes none.
 
         Raises:
             CalibrationMismatchError: the calibration file was fitted for another model, prompt
                 version or dtype.
+            HeadMismatchError: a head folder holds no head, or one trained for another engine.
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
             EngineDeadError: the self-check failed.
         """
@@ -167,6 +173,11 @@ class Judge:
         chosen = shipped_for(engine.describe()) if calibration == SHIPPED else named
         if chosen is not None:
             engine.set_calibration(chosen)
+        from logitjudge.engine.heads import SHIPPED as SHIPPED_HEADS
+        from logitjudge.engine.heads import resolve_heads
+
+        if heads != SHIPPED_HEADS or config.backend == "transformers":
+            engine.set_heads(resolve_heads(heads, engine.describe()))
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:

@@ -7,6 +7,7 @@
     logitjudge evaluate DATA.jsonl --evaluators RAG ...    # dataset evaluation
     logitjudge calibrate LABELLED.jsonl --out calib.json   # fit calibration; --calibration on ask/evaluate/serve
     logitjudge compare OURS.jsonl HOSTED.jsonl             # agreement of two result files of the same items
+    logitjudge fit LABELLED.jsonl --out heads/             # train chunk_support's head; then --heads heads/
 
 Errors are printed as ``{"detail": {"error_type", "message", "field"}}`` on stderr with exit
 status 2 for a bad request and 1 for an engine failure (:mod:`logitjudge.cli.common`). The
@@ -23,6 +24,7 @@ from logitjudge.cli.calibrate import add_calibrate_parser
 from logitjudge.cli.common import add_model_args, allow_downloads, load_judge, run_subcommand
 from logitjudge.cli.compare import add_compare_parser
 from logitjudge.cli.evaluate import add_evaluate_parser
+from logitjudge.cli.fit import add_fit_parser
 from logitjudge.cli.serve import add_serve_parser
 
 __all__ = ["main", "build_parser", "add_model_args", "load_judge"]
@@ -45,7 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (add_ask_parser, add_serve_parser, add_evaluate_parser, add_calibrate_parser, add_compare_parser):
+    for add in (
+        add_ask_parser,
+        add_serve_parser,
+        add_evaluate_parser,
+        add_calibrate_parser,
+        add_compare_parser,
+        add_fit_parser,
+    ):
         add(sub)
     return parser
 

@@ -119,6 +119,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="shipped (default: the calibration shipped for this model, prompt version and dtype, if any), "
         "none, or a calibration file from `logitjudge calibrate` (refused if fitted for another model)",
     )
+    p.add_argument(
+        "--heads",
+        default="shipped",
+        metavar="shipped|none|DIR[,DIR]",
+        help="trained heads for the evaluators that read one: shipped (default: the heads shipped for this "
+        "model, if any), none, or folders from `logitjudge fit` (refused if trained for another model)",
+    )
     add_config_argument(p, EngineConfig, "attn", choices=ATTN_CHOICES)
     add_config_argument(
         p,
@@ -231,6 +238,7 @@ def _load(judge_cls: Any, args: argparse.Namespace, vllm: VllmConfig, rotations:
         calibration=args.calibration,
         backend=args.backend,
         vllm=vllm,
+        heads=getattr(args, "heads", "shipped"),
         **rotations,
     )
 

@@ -32,10 +32,11 @@ from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.decision import question_prompt
+from logitjudge.engine.heads import Head
 from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
 from logitjudge.engine.prompt import QuestionPrompt, render_text
-from logitjudge.engine.readout import Distribution, Readout
+from logitjudge.engine.readout import Distribution, Readout, distributions
 from logitjudge.engine.runner import Runner
 from logitjudge.engine.state_cache import StateCache
 from logitjudge.engine.types import (
@@ -227,6 +228,7 @@ class Engine:
             "fingerprint": self.lm.fingerprint,
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "calibration_origin": self.calibration.origin if self.calibration is not None else None,
+            "heads": sorted(self.heads),
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_row_tokens": self.runner.max_row_tokens,
@@ -249,6 +251,48 @@ class Engine:
             calibration.check(self.describe())
         self.readout.calibration = calibration
 
+    @property
+    def heads(self) -> dict[str, Head]:
+        """The trained heads questions may name (:attr:`~logitjudge.engine.types.Question.head`)."""
+        return self.readout.heads
+
+    def set_heads(self, heads: dict[str, Head] | None) -> None:
+        """Load trained heads (:mod:`logitjudge.engine.heads`) for questions that name them; the
+        runner then taps their layers in every forward (``None`` or ``{}`` removes them).
+
+        Raises:
+            HeadMismatchError: a head was trained for another fingerprint or prompt version.
+            UnsupportedModelError: a head reads a layer this model does not have.
+        """
+        heads = dict(heads or {})
+        for head in heads.values():
+            head.check(self.describe())
+            bad = [x for x in head.layers if not 1 <= x <= self.runner.n_layers]
+            if bad:
+                raise UnsupportedModelError(
+                    f"head {head.name!r} reads layers {bad}; this model has 1..{self.runner.n_layers}"
+                )
+        taps = tuple(sorted({x for head in heads.values() for x in head.layers}))
+        self.readout.heads, self.readout.taps, self.runner.taps = heads, taps, taps
+
+    def _check_head(self, q: Question, i: int) -> None:
+        """A question that names a head: the head is loaded, reads this type and these options."""
+        where = ("questions", i, "head")
+        head = self.heads.get(q.head or "")
+        if head is None:
+            raise InvalidRequestError(
+                f"questions[{i}].head: no head {q.head!r} loaded (loaded: {sorted(self.heads) or 'none'})", field=where
+            )
+        names = sorted(str(o.name) for o in q.options)
+        if q.type != head.question_type or names != sorted(head.options):
+            raise InvalidRequestError(
+                f"questions[{i}].head: head {q.head!r} reads a {head.question_type} with options "
+                f"{list(head.options)}, not a {q.type} with {names}",
+                field=where,
+            )
+        if q.rotations != 1:
+            raise InvalidRequestError(f"questions[{i}].head: a question read by a head takes no rotations", field=where)
+
     # -- planning ----------------------------------------------------------------------------
 
     def plan(self, request: EngineRequest) -> RequestPlan:
@@ -268,9 +312,21 @@ class Engine:
         prefix_ids = self.prompt.prefix_ids(request.state)
         prefix = tuple(prefix_ids)
         questions = []
-        for q in request.questions:
+        for i, q in enumerate(request.questions):
+            if q.head is not None:
+                self._check_head(q, i)
             views = self.prompt.views(q, request.state, prefix_ids)
-            questions.append(QuestionPlan(q.type, views, len(q.options), q.calibrated, self.prompt.temperature(q.type)))
+            questions.append(
+                QuestionPlan(
+                    q.type,
+                    views,
+                    len(q.options),
+                    q.calibrated,
+                    self.prompt.temperature(q.type),
+                    head=q.head,
+                    option_names=tuple(str(o.name) for o in q.options),
+                )
+            )
         plan = RequestPlan(prefix, tuple(questions))
         longest = max(len(v.branch) + max(len(lab) for lab in v.labels) - 1 for q in questions for v in q.views)
         if len(prefix) + longest > self.max_state_tokens:
@@ -305,26 +361,83 @@ class Engine:
         plans = list(plans)
         if not plans:
             return []
-        scores, labels = self.label_log_probs(plans, strategy)  # (N_labels,)
+        scores, labels, tapped = self.read(plans, strategy)  # (N_labels,), (R, K * H) or None
         # final = calibrated where the readout has a calibration; every answer field derives from it
         dists = self.readout.final_distributions(scores, labels, plans)
+        by_head = self.readout.head_distributions(tapped, labels, plans)
         results = []
         for r, plan in enumerate(plans):
-            answers = tuple(_answer(qp, dists[(r, q)]) for q, qp in enumerate(plan.questions))
+            answers = tuple(_answer(qp, dists[(r, q)], by_head.get((r, q))) for q, qp in enumerate(plan.questions))
             results.append(EngineResult(answers, Usage(input_tokens=plan.n_tokens)))
         return results
 
-    def label_log_probs(
+    def read(
         self, plans: Sequence[RequestPlan], strategy: str | None = None
-    ) -> tuple[torch.Tensor, list[LabelTerm]]:
+    ) -> tuple[torch.Tensor, list[LabelTerm], torch.Tensor | None]:
         """The backend stage: (N_labels,) fp32 ``log p(label | prompt)`` of every label of every
-        view, and the labels (``pack.add_request`` order per request). Here: our runner on the
+        view, the labels (``pack.add_request`` order per request), and the tapped layers' states
+        per read position ((R, K * H), ``None`` without heads). Here: our runner on the
         transformers model with ``strategy``, then the LM head's label rows
         (:meth:`Readout.log_probs`); the vLLM engine overrides only this
         (:class:`~logitjudge.engine.vllm_engine.VllmEngine`)."""
         reads = self.runner.run(list(plans), strategy or self.strategy)
         self.path_counts.update(reads.paths)
-        return self.readout.log_probs(reads.hidden, reads.labels), reads.labels
+        scores = self.readout.log_probs(reads.hidden, reads.labels)
+        width = self.readout.weight.shape[1] if self.readout.weight is not None else reads.hidden.shape[1]
+        tapped = reads.hidden[:, width:] if self.runner.taps else None
+        return scores, reads.labels, tapped
+
+    @torch.inference_mode()
+    def answer_states(
+        self, requests: Sequence[EngineRequest], layers: Sequence[int]
+    ) -> list[tuple[torch.Tensor, list[list[float]]]]:
+        """The states trained heads read, for fitting them: per request, per question, the
+        hidden states of ``layers`` at the question's answer position, in one pass per batch
+        (the engine's strategy, as in serving).
+
+        Args:
+            requests: the requests (questions need no head).
+            layers: layers 1..N (N: the final state after the last norm, see :mod:`logitjudge.engine.heads`).
+
+        Returns:
+            per request: a (Q, K, H) fp32 tensor (Q its questions, K = ``len(layers)``), and each
+            question's label readout (its zero-shot answer, option order, uncalibrated).
+
+        Raises:
+            like :meth:`plan`; UnsupportedModelError: a layer out of range.
+        """
+        bad = [x for x in layers if not 1 <= x <= self.runner.n_layers]
+        if bad:
+            raise UnsupportedModelError(f"layers {bad} are not in 1..{self.runner.n_layers}")
+        plans = [self.plan(r) for r in requests]
+        saved = self.runner.taps
+        self.runner.taps = tuple(layers)
+        try:
+            reads = self.runner.run(plans, self.strategy)
+        finally:
+            self.runner.taps = saved
+        self.path_counts.update(reads.paths)
+        width = reads.hidden.shape[1] // (1 + len(layers))
+        scores = self.readout.log_probs(reads.hidden, reads.labels)
+        n_options = {(r, q): qp.n_options for r, p in enumerate(plans) for q, qp in enumerate(p.questions)}
+        dists = distributions(scores, reads.labels, n_options)
+        first: dict[tuple[int, int], int] = {}
+        for t in reads.labels:
+            if t.view == 0:
+                first.setdefault((t.request, t.question), t.terms[0][0])
+        out = []
+        for r, plan in enumerate(plans):
+            rows = torch.tensor([first[(r, q)] for q in range(len(plan.questions))], device=reads.hidden.device)
+            states = reads.hidden[rows, width:].float().reshape(len(rows), len(layers), width)
+            out.append((states.cpu(), [dists[(r, q)].probabilities for q in range(len(plan.questions))]))
+        return out
+
+    def label_log_probs(
+        self, plans: Sequence[RequestPlan], strategy: str | None = None
+    ) -> tuple[torch.Tensor, list[LabelTerm]]:
+        """:meth:`read` without the tapped states."""
+        scores, labels, _ = self.read(plans, strategy)
+        return scores, labels
 
     def counters(self) -> dict[str, Any]:
         """Cumulative counters for ``/metrics`` (plain numbers): forwards per runner path
@@ -387,9 +500,12 @@ class Engine:
         return diff
 
 
-def _answer(qp: QuestionPlan, dist: Distribution) -> Answer:
-    """One question's :class:`Answer` from its final distribution (``readout.distributions``)."""
+def _answer(qp: QuestionPlan, dist: Distribution, head: list[float] | None = None) -> Answer:
+    """One question's :class:`Answer` from its final distribution (``readout.distributions``),
+    or from its head's (``readout.head_distributions``), the label distribution kept beside it."""
     probs = tuple(dist.probabilities)
+    if head is not None:
+        return Answer(qp.type, tuple(head), dist.option_mass, label_probabilities=probs)
     if qp.type != "continuation":
         return Answer(qp.type, probs, dist.option_mass)
     n = len(qp.views[0].labels[0])

@@ -42,6 +42,10 @@ class QuestionPlan:
     temperature: float = 1.0
     """Divides each view's label log-probabilities before their softmax (a decision model's
     ``decision.json`` temperature; 1 = none)."""
+    head: str | None = None
+    """The trained head that reads this question (:attr:`~logitjudge.engine.types.Question.head`)."""
+    option_names: tuple[str, ...] = ()
+    """The options' names in request order (a head's classes are matched to them by name)."""
 
     @cached_property
     def stem(self) -> int:

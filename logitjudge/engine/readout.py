@@ -41,6 +41,7 @@ from logitjudge.engine.pack import LabelTerm, RequestPlan
 
 if TYPE_CHECKING:  # calibration imports this module (lazily) for the formulas below
     from logitjudge.engine.calibration import Calibration, Scaling
+    from logitjudge.engine.heads import Head
 
 _LSE_CHUNK = 256  # rows of (rows, vocab) logits at a time: 256 x 152k x 4 B = 156 MB at most
 PROBABILITY_FLOOR = 1e-9
@@ -143,12 +144,17 @@ class Readout:
         self.transform = logit_transform(model.config if model is not None else None)
         self.calibration: Calibration | None = None
         """Applied by :meth:`final_distributions` (set by ``Engine.set_calibration``; ``None`` = raw)."""
+        self.heads: dict[str, Head] = {}
+        """Trained heads by name (set by ``Engine.set_heads``), read by :meth:`head_distributions`."""
+        self.taps: tuple[int, ...] = ()
+        """The layers the runner taps, in the order their states follow the final one in a read row."""
 
     def log_probs(self, hidden: torch.Tensor, labels: list[LabelTerm]) -> torch.Tensor:
         """Score of every label: sum over its tokens of log p(token | read position).
 
         Args:
-            hidden: (R, H) hidden states at read positions.
+            hidden: (R, H) final hidden states at read positions, or (R, H * (1 + K)) with tapped
+                layers after them (only the first H columns are read here).
             labels: the labels, whose terms index ``hidden`` rows.
 
         Returns:
@@ -159,7 +165,7 @@ class Readout:
         """
         if self.weight is None:
             raise RuntimeError("this readout has no LM head: its backend scores labels itself")
-        h = hidden.to(self.weight.device)
+        h = hidden[:, : self.weight.shape[1]].to(self.weight.device)
         lse = torch.cat(
             [logsumexp(self._full_logits(h[i : i + _LSE_CHUNK]), -1) for i in range(0, h.shape[0], _LSE_CHUNK)]
         )  # (R,)
@@ -204,6 +210,54 @@ class Readout:
             if qp.temperature != 1.0
         }
         return distributions(scores, labels, n_options, scalings, temperatures)
+
+    def head_distributions(
+        self, tapped: torch.Tensor | None, labels: list[LabelTerm], plans: Sequence[RequestPlan]
+    ) -> dict[tuple[int, int], list[float]]:
+        """The head answer of every question read by a trained head.
+
+        Args:
+            tapped: (R, K * H) the tapped layers' states per read position, in :attr:`taps`
+                order (``Reads.hidden[:, H:]``); ``None`` when no layer is tapped.
+            labels: the labels; a question's answer position is the first read of its first
+                view (the branch's last token: where every label of that view is read from).
+            plans: the planned requests.
+
+        Returns:
+            ``{(request, question): probabilities}`` in the question's option order, for the
+            questions with a head (each head sees only its own layers' columns).
+
+        Raises:
+            RuntimeError: a question names a head this readout does not hold.
+        """
+        wanted = {(r, q): qp.head for r, p in enumerate(plans) for q, qp in enumerate(p.questions) if qp.head}
+        if not wanted:
+            return {}
+        if tapped is None:
+            raise RuntimeError("questions with heads but no tapped layers")
+        read_at: dict[tuple[int, int], int] = {}
+        for t in labels:
+            if t.view == 0 and (t.request, t.question) in wanted:
+                read_at.setdefault((t.request, t.question), t.terms[0][0])
+        width = tapped.shape[1] // max(1, len(self.taps))
+        by_head: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for key, name in wanted.items():
+            by_head[name].append(key)
+        out: dict[tuple[int, int], list[float]] = {}
+        for name, keys in by_head.items():
+            head = self.heads.get(name)
+            if head is None:
+                raise RuntimeError(f"no head {name!r} loaded")
+            cols = torch.cat(
+                [torch.arange(self.taps.index(lay) * width, (self.taps.index(lay) + 1) * width) for lay in head.layers]
+            )
+            rows = torch.tensor([read_at[k] for k in keys])
+            x = tapped[rows.to(tapped.device)][:, cols.to(tapped.device)]  # (n, D)
+            probs = head.probabilities(x)  # (n, C) in head.options order
+            for (r, q), row in zip(keys, probs):
+                names = plans[r].questions[q].option_names
+                out[(r, q)] = [float(row[head.options.index(o)]) for o in names]
+        return out
 
     def _full_logits(self, h: torch.Tensor) -> torch.Tensor:
         assert self.weight is not None, "log_probs checks it"

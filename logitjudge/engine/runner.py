@@ -15,6 +15,9 @@ Strategies behind one interface, ``run(plans) -> Reads``:
                    Used by the start-up self-check, the parity tests and the speed benchmark.
 
 Only hidden states at read positions leave this module; the LM head runs in ``readout`` on them.
+With :attr:`Runner.taps` set (the layers trained heads read, :mod:`logitjudge.engine.heads`),
+each read row also carries those layers' states at the same position, captured by forward hooks
+on the decoder layers during the same forwards (no extra tokens, no extra pass).
 Every forward records the path it took in ``Reads.paths`` (``packed:dense``, ``packed:flex``,
 ``packed>prefix_rows`` ...), and the runner counts the dense masks it builds and their largest
 side, so tests can assert which path ran at which length.
@@ -49,7 +52,9 @@ class Reads:
     """Hidden states at read positions and the labels that use them.
 
     Attributes:
-        hidden: (R, H) final hidden states (after the model's last norm), model dtype.
+        hidden: (R, H * (1 + K)) per read position: the final hidden state (after the model's
+            last norm), then the states of the runner's K tapped layers in ``taps`` order; model
+            dtype. ``hidden[:, :H]`` is what the LM head reads.
         labels: every label of every question view; ``terms`` index rows of ``hidden``.
         tokens_run: tokens that went through the model (the sum over requests of ``n_tokens``,
             or more for ``separate``, which re-runs the prefix per question).
@@ -139,6 +144,10 @@ class Runner:
         # transformers renamed ``past_key_values`` to ``cache`` in 5.x; accept either.
         params = inspect.signature(self.decoder.forward).parameters
         self.cache_kw = "cache" if "cache" in params else "past_key_values"
+        self.taps: tuple[int, ...] = ()
+        """Layers (1..N, see :mod:`logitjudge.engine.heads`) whose states every read also carries."""
+        self._tapped: dict[int, torch.Tensor] = {}  # layer -> (B, L, H) of the latest forward
+        self.n_layers = int(getattr(model.config, "num_hidden_layers", 0) or len(getattr(self.decoder, "layers", ())))
 
     @property
     def flex(self) -> bool:
@@ -174,7 +183,38 @@ class Runner:
     def _decode(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any = None, **kw: Any) -> Any:
         if cache is not None:
             kw[self.cache_kw] = cache
-        return self.decoder(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw)
+        hooks = []
+        self._tapped = {}
+        for layer in self.taps:
+            if layer == self.n_layers:
+                continue  # the final state is last_hidden_state
+            if not 1 <= layer < self.n_layers:
+                raise ValueError(f"tapped layer {layer} is not in 1..{self.n_layers}")
+
+            def keep(_module: Any, _args: Any, output: Any, layer: int = layer) -> None:
+                self._tapped[layer] = output[0] if isinstance(output, tuple) else output
+
+            hooks.append(self.decoder.layers[layer - 1].register_forward_hook(keep))
+        try:
+            return self.decoder(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw)
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def _states(self, out: Any) -> torch.Tensor:
+        """(B, L, H * (1 + K)) of the latest forward: its final states, then each tapped layer's."""
+        final = out.last_hidden_state
+        if not self.taps:
+            return final
+        return torch.cat([final] + [final if t == self.n_layers else self._tapped[t] for t in self.taps], dim=-1)
+
+    def _gather(self, out: Any, b: int, index: torch.Tensor) -> torch.Tensor:
+        """(R, H * (1 + K)) rows ``index`` of batch row ``b`` of the latest forward (see :class:`Reads`)."""
+        final = out.last_hidden_state[b, index]
+        if not self.taps:
+            return final
+        parts = [final if t == self.n_layers else self._tapped[t][b, index] for t in self.taps]
+        return torch.cat([final, *parts], dim=-1)
 
     # -- strategies --------------------------------------------------------------------------
 
@@ -297,7 +337,7 @@ class Runner:
         out = self._decode(ids, pos, attention_mask=mask, use_cache=False)
         for b, ((_, tree), r) in enumerate(zip(batch, rows)):
             base = sum(h.shape[0] for h in hidden)
-            hidden.append(out.last_hidden_state[b, r.read_index.to(self.device)])  # (R_b, H)
+            hidden.append(self._gather(out, b, r.read_index.to(self.device)))  # (R_b, H')
             labels += _shift(tree.labels, base)
         return sum(r.input_ids.numel() for r in rows)
 
@@ -320,7 +360,7 @@ class Runner:
             out = self._decode(
                 row.input_ids[None], row.position_ids[None], attention_mask=self._flex_mask(row), use_cache=False
             )
-            hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_g, H)
+            hidden.append(self._gather(out, 0, row.read_index.to(self.device)))  # (R_g, H')
             labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
             run += row.input_ids.numel()
             paths.append("packed:flex")
@@ -420,7 +460,7 @@ class Runner:
                     cache=cache if g == len(groups) - 1 else fork_cache(cache),
                     use_cache=True,
                 )
-                hidden.append(out.last_hidden_state[0, row.read_index.to(self.device)])  # (R_g, H)
+                hidden.append(self._gather(out, 0, row.read_index.to(self.device)))  # (R_g, H')
                 labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
                 run += Lb
             paths.append(("prefix_packed:cached" if hit else "prefix_packed:dense") + _groups_tag(groups))
@@ -459,11 +499,12 @@ class Runner:
         return Reads(torch.cat(hidden), labels, run, ["prefix_rows"] * len(plans))
 
     def _continue(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
-        """Hidden states (B, W, H) of rows ``ids`` (B, W) that continue a prefix held in ``cache``."""
+        """States (B, W, H') of rows ``ids`` (B, W) that continue a prefix held in ``cache``
+        (final, then tapped layers: :meth:`_states`)."""
         if not self.stepwise:
-            return self._decode(
-                ids, pos, cache=cache, use_cache=True, cache_position=pos[0].to(self.device)
-            ).last_hidden_state
+            return self._states(
+                self._decode(ids, pos, cache=cache, use_cache=True, cache_position=pos[0].to(self.device))
+            )
         steps = []
         for t in range(ids.shape[1]):
             out = self._decode(
@@ -474,7 +515,7 @@ class Runner:
                 cache_position=pos[0, t : t + 1].to(self.device),
             )
             cache = _output_cache(out)
-            steps.append(out.last_hidden_state)
+            steps.append(self._states(out))
         return torch.cat(steps, dim=1)
 
     def _separate(self, plans: list[RequestPlan]) -> Reads:
@@ -492,7 +533,7 @@ class Runner:
                 ids = torch.tensor(plan.prefix + r, dtype=torch.long)[None]  # (1, S + q)
                 out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=fill)
                 at = torch.tensor([len(plan.prefix) + o for o in offsets], device=self.device)
-                parts.append(out.last_hidden_state[0, at])
+                parts.append(self._gather(out, 0, at))
                 run += ids.shape[1]
                 if fill:
                     self._keep_state(plan, out)

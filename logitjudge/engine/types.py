@@ -58,6 +58,10 @@ class Question:
         calibrated: whether the engine's calibration may scale this answer. Rubric questions
             whose evaluator has its own scaling (or none) set ``False``, so a calibration fitted
             on typed questions never reaches them.
+        head: the name of a trained head (:mod:`logitjudge.engine.heads`) that reads this
+            question's answer from hidden states instead of its label logits; ``None``: the
+            label logits. The engine must have that head loaded, for this question's type and
+            options, and the question takes no rotations.
     """
 
     type: QuestionType
@@ -65,6 +69,7 @@ class Question:
     options: tuple[Option, ...]
     rotations: int = 1
     calibrated: bool = True
+    head: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class Answer:
             from an fp32 softmax over the question's own labels).
         option_mass: the raw probability mass the model put on the labels before renormalising
             (softmax over the whole vocabulary); low values mean the prompt fits the model badly.
+        label_probabilities: for a question read by a head, what its label logits alone say
+            (the zero-shot answer, same order); ``None`` otherwise.
         log_likelihood, tokens: see below (continuation questions only).
     """
 
@@ -96,6 +103,7 @@ class Answer:
     tokens of ``log p(token | everything before it)`` (fp32 terms, full-vocabulary softmax)."""
     tokens: int | None = None
     """continuation only: the number of tokens of the scored text (for a per-token mean)."""
+    label_probabilities: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -202,14 +202,25 @@ class VllmEngine(Engine):
         with self._plan_lock:
             return super().plan(request)
 
-    def label_log_probs(
+    def read(
         self, plans: Sequence[RequestPlan], strategy: str | None = None
-    ) -> tuple[torch.Tensor, list[LabelTerm]]:
-        """vLLM's log-probs of every label (:meth:`VllmBackend.label_log_probs`); ``strategy``
+    ) -> tuple[torch.Tensor, list[LabelTerm], torch.Tensor | None]:
+        """vLLM's log-probs of every label (:meth:`VllmBackend.label_log_probs`), no tapped states
+        (vLLM returns no hidden states: trained heads need the transformers backend); ``strategy``
         must be ``None`` or ``"vllm"`` (vLLM has one way to run)."""
         if strategy not in (None, "vllm"):
             raise UnsupportedModelError(f"the vllm backend has no strategy {strategy!r}")
-        return self.backend.label_log_probs(plans)
+        scores, labels = self.backend.label_log_probs(plans)
+        return scores, labels, None
+
+    def set_heads(self, heads: Any) -> None:
+        """Trained heads read hidden states, which vLLM does not return.
+
+        Raises:
+            UnsupportedModelError: ``heads`` is not empty.
+        """
+        if heads:
+            raise UnsupportedModelError("trained heads need the transformers backend (vLLM returns no hidden states)")
 
     def self_check(self, request: EngineRequest = SELF_CHECK_REQUEST) -> float:
         """Each question alone vs with its siblings (after the state is cached); return max |dp|.

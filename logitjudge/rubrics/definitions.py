@@ -38,6 +38,7 @@ __all__ = [
     "LikelihoodDef",
     "CombineDef",
     "FittedFor",
+    "HeadDef",
     "EvaluatorDef",
     "SuiteDef",
     "Catalogue",
@@ -166,6 +167,21 @@ class FittedFor(_Strict):
         return None
 
 
+class HeadDef(_Strict):
+    """The trained head (:mod:`logitjudge.engine.heads`) that reads an evaluator's questions.
+
+    Attributes:
+        name: the head's name (the engine must have it loaded, e.g. from ``--heads DIR`` or the
+            heads shipped for the model; ``logitjudge fit`` trains one).
+        fallback: the version of this evaluator that answers instead on an engine without the
+            head (its results then carry an ``x_warning`` naming ``logitjudge fit``).
+        layers: the layers the shipped head reads (documentation; the head file is the truth).
+    """
+
+    name: Name
+    fallback: Annotated[str, StringConstraints(pattern=r"^\d+(\.\d+)*$")]
+
+
 class EvaluatorDef(_Strict):
     """One evaluator, as data.
 
@@ -200,7 +216,10 @@ class EvaluatorDef(_Strict):
             ``entity_recall`` (entities of ``expected`` matched in the
             context, a noul per unmatched one; levels from the share present),
             ``answer_probes`` (the ``probes`` over the output alone and over a content-free
-            output, a ``sentence_probe`` per sentence, levels by the fitted ``classes``). For
+            output, a ``sentence_probe`` per sentence, levels by the fitted ``classes``),
+            ``chunk_head`` (per chunk and claim of the output, the ``template`` choice over the
+            chunk alone, read by the trained ``head``; a chunk is judged by the claim it speaks
+            to most, the lowest P(unrelated)). For
             ``entity_recall`` (score: levels) and ``chunk_probes`` (choice: options)
             ``question_type`` is the result's shape; the questions asked are yes/no.
         threshold: default pass threshold on the 0..1 score (overridable per request).
@@ -234,6 +253,8 @@ class EvaluatorDef(_Strict):
             ``N/A``) and optionally ``{input}`` (the question's text), inserted as they are.
         sentence_probe: ``answer_probes`` scoring: a yes/no question asked over each sentence of
             the output alone (when it has two or more), e.g. "does it help answer the question?".
+        head: ``chunk_head`` scoring: the trained head that reads the questions, and the version
+            that answers on an engine without it.
 
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
             required): each question is asked twice, over the state and over the state without
@@ -266,6 +287,7 @@ class EvaluatorDef(_Strict):
         "chunk_probes",
         "entity_recall",
         "answer_probes",
+        "chunk_head",
     ]
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
     contrast: Literal["context"] | None = None
@@ -280,6 +302,7 @@ class EvaluatorDef(_Strict):
     claim_probes: bool = False
     answer_state: str | None = None
     sentence_probe: str | None = None
+    head: HeadDef | None = None
 
     @model_validator(mode="after")
     def _check(self) -> EvaluatorDef:
@@ -317,13 +340,18 @@ class EvaluatorDef(_Strict):
             "chunk_probes": ("choice", True, False),
             "entity_recall": ("score", False, False),
             "answer_probes": ("score", False, False),
+            "chunk_head": ("choice", True, False),
         }[self.scoring]
         if (self.question_type, self.per_chunk, self.per_claim) != compatible:
             raise ValueError(
                 f"{self.name}: scoring {self.scoring!r} needs question_type {compatible[0]!r} "
                 f"with per_chunk={compatible[1]} and per_claim={compatible[2]}"
             )
-        if self.scoring in ("chunk_support", "chunk_probes"):
+        if (self.scoring == "chunk_head") != (self.head is not None):
+            raise ValueError(f"{self.name}: chunk_head scoring needs head (and only it)")
+        if self.scoring == "chunk_head" and (not self.chunk_state or "{claim}" not in (self.template or "")):
+            raise ValueError(f"{self.name}: chunk_head asks over each chunk alone (chunk_state), quoting {{claim}}")
+        if self.scoring in ("chunk_support", "chunk_probes", "chunk_head"):
             option_names = {o.name for o in self.options or ()}
             if not {"supports", "contradicts"} <= option_names:
                 raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
@@ -335,7 +363,9 @@ class EvaluatorDef(_Strict):
             )
         if self.per_claim and ("output" not in self.required or "{claim}" not in (self.template or "")):
             raise ValueError(f"{self.name}: a per-claim evaluator must require `output` and quote `{{claim}}`")
-        if not (self.per_claim or self.claim_probes) and "{claim}" in " ".join(self._texts()):
+        if not (self.per_claim or self.claim_probes or self.scoring == "chunk_head") and "{claim}" in " ".join(
+            self._texts()
+        ):
             raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators and claim_probes")
         if self.claim_probes and (
             self.scoring != "chunk_probes" or not all("{claim}" in t for t in (self.probes or {}).values())

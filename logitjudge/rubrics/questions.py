@@ -160,6 +160,15 @@ Group = tuple[Any, dict[str, Question]]
 """A group's state and its questions by namespaced id."""
 
 
+def head_question(defn: EvaluatorDef, claim: str, item: Item) -> Question:
+    """The question a ``chunk_head`` evaluator asks over one chunk about one ``claim``: its
+    ``template`` (``{claim}`` quoting it, ``{input}`` etc. the item's fields) as a choice over its
+    options, read by its trained head. ``logitjudge fit`` trains the head on exactly this question."""
+    text = quote_fields((defn.template or "").replace("{claim}", json.dumps(claim, ensure_ascii=False)), item)
+    options = tuple(Option(o.name, o.description) for o in defn.options or ())
+    return Question("choice", text, options, calibrated=False, head=defn.head.name if defn.head else None)
+
+
 def entity_checks(item: Item) -> list[EntityCheck]:
     """The entities of the item's ``expected`` and what the rules settle about each against its
     chunks (:func:`logitjudge.rubrics.entities.check_entities`); the one place both the
@@ -176,6 +185,7 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
     continuation), ``<name>.null`` and ``<name>.null.lik`` over the content-free chunk.
     ``chunk_probes``: ``<name>.<i>.<probe>`` per probe, and the same for ``null``
     (``claim_probes``: ``<name>.<i>.c<j>.<probe>`` per claim j).
+    ``chunk_head``: ``<name>.<i>.c<j>`` per chunk i and claim j.
     ``entity_recall``: ``<name>.e<k>`` for each entity k not found verbatim in the context (none
     when every entity is found). ``answer_probes``: ``<name>.whole.<probe>`` and
     ``<name>.null.<probe>`` per probe, ``<name>.s<j>`` per sentence (two or more). Other
@@ -212,6 +222,12 @@ def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
             helps = _noul(quote_fields(defn.sentence_probe, item))
             for j, sentence in enumerate(sentences):
                 add(f"{ANSWER_GROUP}:s{j}", answer_unit(sentence), f"{name}.s{j}", helps)
+        return groups
+    if defn.scoring == "chunk_head":
+        claims = support_claims(item)
+        for i, c in enumerate(item.chunks()):
+            for j, claim in enumerate(claims):
+                add(chunk_group(i), chunk_state(c), f"{name}.{i}.c{j}", head_question(defn, claim, item))
         return groups
     if defn.chunk_state:
         text = quote_fields(defn.template or "", item)

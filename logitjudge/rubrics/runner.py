@@ -56,6 +56,7 @@ __all__ = [
     "finish_plan",
     "fitted_warning",
     "fitted_warnings",
+    "with_head_fallbacks",
     "lowest_option_mass",
     "check_thresholds",
     "run_plans",
@@ -93,6 +94,9 @@ class ItemPlan:
     groups: dict[str, Group] = field(default_factory=dict)
     """Questions not asked over the whole item, by group (:func:`~logitjudge.rubrics.questions.build_groups`):
     each chunk alone, a content-free chunk, or a state of some fields only."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """An ``x_warning`` per evaluator name from planning (a head-read evaluator answered by its
+    fallback version: :func:`with_head_fallbacks`)."""
 
     def n_questions(self) -> int:
         """Questions this item asks over all its requests (a contrast twin's copies not counted)."""
@@ -268,6 +272,54 @@ def lowest_option_mass(answered: Sequence[Answered]) -> float | None:
     return min(masses) if masses else None
 
 
+def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Mapping[str, Any]) -> str:
+    """The ``x_warning`` of a result answered by ``fallback`` because the engine has no head for ``defn``."""
+    assert defn.head is not None
+    return (
+        f"{defn.name}@{defn.version} reads a trained head {defn.head.name!r}, and none is loaded for "
+        f"{engine.get('model')!r}: answered by {fallback.name}@{fallback.version} instead. Train one for this "
+        f"model with `logitjudge fit --evaluator {defn.name}` and pass it with --heads "
+        "(docs/guides/evaluate.md, 'Train a head')."
+    )
+
+
+def with_head_fallbacks(
+    plan: ItemPlan, heads: Sequence[str], registry: Registry, engine: Mapping[str, Any]
+) -> ItemPlan:
+    """``plan`` with every evaluator whose trained head is not among ``heads`` replaced by its
+    fallback version (``head.fallback``; its questions rebuilt, its results noted with
+    :func:`head_fallback_warning`). The plan is changed in place and returned.
+
+    Raises:
+        KeyError: the fallback version is not in ``registry``.
+    """
+    for k, (sel, ids) in enumerate(plan.owners):
+        defn = sel.definition
+        if defn.head is None or defn.head.name in heads:
+            continue
+        fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
+        for key in list(plan.groups):
+            qs = plan.groups[key][1]
+            for qid in ids:
+                qs.pop(qid, None)
+            if not qs:
+                del plan.groups[key]
+        for qid in ids:
+            plan.questions.pop(qid, None)
+        new_ids: list[str] = []
+        if fallback.chunk_state or fallback.state_fields is not None or fallback.scoring in GROUP_SCORINGS:
+            for key, (state, qs) in build_groups(fallback, plan.item).items():
+                plan.groups.setdefault(key, (state, {}))[1].update(qs)
+                new_ids += list(qs)
+        else:
+            qs = build_questions(fallback, plan.item)
+            plan.questions.update(qs)
+            new_ids = list(qs)
+        plan.owners[k] = (Selected(fallback, sel.explicit), new_ids)
+        plan.notes[defn.name] = head_fallback_warning(defn, fallback, engine)
+    return plan
+
+
 def finish_plan(
     plan: ItemPlan,
     response: Response | Mapping[str, Response],
@@ -330,7 +382,8 @@ def finish_plan(
             continue
         mass = lowest_option_mass([a for a in (*own, *(baseline or ())) if a.question.type != "continuation"])
         extra: dict[str, Any] = {} if mass is None else {"x_option_mass": mass}
-        warning = (warnings or {}).get(evaluator_key(defn.name, defn.version))
+        said = [plan.notes.get(defn.name), (warnings or {}).get(evaluator_key(defn.name, defn.version))]
+        warning = " ".join(w for w in said if w) or None
         if warning is not None and scored.status == "ok":
             extra["x_warning"] = warning
         results[defn.name] = scored.model_copy(update=extra) if extra else scored
@@ -435,9 +488,11 @@ def run_plans(
             yield p, {key: got for (pid, key), got in by_plan.items() if pid == id(p)}
         batch.clear()
 
+    heads = tuple(engine.get("heads") or ())
+
     def answered() -> Iterator[_Responses]:
         for plan in plans:
-            batch.append(plan)
+            batch.append(with_head_fallbacks(plan, heads, registry, engine))
             if len(batch) >= max(1, batch_size):
                 yield from flush()
         if batch:

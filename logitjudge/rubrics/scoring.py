@@ -433,7 +433,7 @@ def score_answers(
 
 # -- evaluators whose questions are asked per group (each chunk alone, a null chunk, some fields) --
 
-GROUP_SCORINGS = ("chunk_evidence", "chunk_probes", "entity_recall", "answer_probes")
+GROUP_SCORINGS = ("chunk_evidence", "chunk_probes", "entity_recall", "answer_probes", "chunk_head")
 """The scorings whose answers come from several requests (:func:`score_groups`)."""
 
 _LOGIT_EPS = 1e-6
@@ -558,16 +558,49 @@ def score_chunk_probes(
             feats[p] = clipped_logit(answers[f"{name}.{i}.{at}{p}"].p_yes())
             feats[f"{p}_rel"] = feats[p] - clipped_logit(answers[f"{name}.null.{at}{p}"].p_yes())
         z = [classes[k].intercept + sum(w * feats[f] for f, w in classes[k].weights.items()) for k in names]
+        if claim is not None:
+            feats["claim"] = float(claims.index(claim))
         return feats, dict(zip(names, _softmax(z)))
 
-    details = []
+    return support_result(defn, [[judged(i, c) for c in claims] for i in range(n_chunks)], threshold)
+
+
+def score_chunk_head(
+    defn: EvaluatorDef, answers: Mapping[str, Answered], threshold: float, n_chunks: int
+) -> EvaluatorResult:
+    """Per chunk and claim: the trained head's distribution over the options (the question
+    ``<name>.<i>.c<j>``); each chunk is judged by the claim it speaks to most (the lowest
+    P(unrelated)); then the item as :func:`support_result`. ``x_features`` of a detail: the
+    claim's index and the label readout's P(option) (``zero_shot_<option>``), for comparison."""
+    names = [o.name for o in defn.options or ()]
+    n_claims = len({qid.rsplit(".", 1)[1] for qid in answers if qid.startswith(f"{defn.name}.0.c")})
+    per_chunk = []
     for i in range(n_chunks):
-        by_claim = [judged(i, c) for c in claims]
+        judged = []
+        for j in range(n_claims):
+            a = answers[f"{defn.name}.{i}.c{j}"]
+            zero = a.answer.label_probabilities or a.answer.probabilities
+            feats = {"claim": float(j), **{f"zero_shot_{n}": float(p) for n, p in zip(names, zero)}}
+            judged.append((feats, dict(zip(names, a.answer.probabilities))))
+        per_chunk.append(judged)
+    return support_result(defn, per_chunk, threshold)
+
+
+def support_result(
+    defn: EvaluatorDef, per_chunk: Sequence[Sequence[tuple[dict[str, float], dict[str, float]]]], threshold: float
+) -> EvaluatorResult:
+    """The chunk-support result from each chunk's ``(features, P(option))`` per claim: a chunk
+    takes the claim with the lowest P(unrelated); score = max(0, (S - C) / N) over the chunk
+    labels [docs]; a contradicting chunk fails; ``label``: "contradicts" when a chunk
+    contradicts, else "supports" when one supports, else "unrelated"; ``probabilities``:
+    contradicts = P(at least one chunk contradicts), supports = P(none contradicts and one
+    supports), unrelated the rest (chunks independent); ``x_counts`` the label counts."""
+    details = []
+    n_chunks = len(per_chunk)
+    for i, by_claim in enumerate(per_chunk):
         # the claim the chunk speaks to most decides (one claim: that claim)
-        k = min(range(len(claims)), key=lambda j: by_claim[j][1].get("unrelated", 0.0))
+        k = min(range(len(by_claim)), key=lambda j: by_claim[j][1].get("unrelated", 0.0))
         feats, probs = by_claim[k]
-        if claims[k] is not None:
-            feats = dict(feats, claim=float(k))
         label = max(probs, key=lambda o: probs[o])
         details.append(
             ChunkDetail(
@@ -759,6 +792,8 @@ def score_groups(
         return score_chunk_probes(defn, answers, limit, len(item.chunks()))
     if defn.scoring == "answer_probes":
         return score_answer_probes(defn, answers, limit)
+    if defn.scoring == "chunk_head":
+        return score_chunk_head(defn, answers, limit, len(item.chunks()))
     from logitjudge.rubrics.questions import entity_checks
 
     checks = entity_checks(item)

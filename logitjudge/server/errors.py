@@ -72,6 +72,7 @@ from logitjudge.errors import (
     ContextOverflowError,
     EngineDeadError,
     EngineError,
+    HeadMismatchError,
     InvalidRequestError,
     LogitJudgeError,
     OverloadedError,
@@ -170,7 +171,7 @@ STATUS_TABLE: tuple[tuple[type[BaseException], int], ...] = (
 )
 """Most specific first: the first class an error is an instance of gives its status."""
 
-LOAD_TIME_ONLY: tuple[type[LogitJudgeError], ...] = (CalibrationMismatchError,)
+LOAD_TIME_ONLY: tuple[type[LogitJudgeError], ...] = (CalibrationMismatchError, HeadMismatchError)
 """Errors raised only while loading a model (``Judge.load``), never on a request; the table
 gives them their base's status only for completeness."""
 

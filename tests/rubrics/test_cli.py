@@ -392,7 +392,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     flags = ["--model", "m", "--device", "cpu", "--dtype", "float32", "--strategy", "separate"]
     flags += ["--attn", "eager", "--engine-row-tokens", "1234", "--rotations", "3"]
     flags += ["--backend", "transformers", "--tensor-parallel-size", "2", "--block-size", "64", "--kv-cache-gib", "3"]
-    flags += ["--state-cache-mb", "77", "--prompt-version", "lj-prompt-2"]
+    flags += ["--state-cache-mb", "77", "--prompt-version", "lj-prompt-2", "--heads", "none"]
     want = {
         "model": "m",
         "device": "cpu",
@@ -406,6 +406,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "vllm": VllmConfig(tensor_parallel_size=2, block_size=64, kv_cache_gib=3),  # the vLLM flags too
         "state_cache_mb": 77,
         "prompt_version": "lj-prompt-2",
+        "heads": "none",
     }
     data = tmp_path / "d.jsonl"
     row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}

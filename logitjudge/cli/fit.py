@@ -1,0 +1,115 @@
+"""``logitjudge fit ROWS... --evaluator chunk_support --out heads/``: train the head an evaluator
+reads, for the model given by the model flags, from labelled rows (our row shape or RAGAS names;
+JSONL, CSV or Parquet). The flags only parse and print; the work is :mod:`logitjudge.fit`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from logitjudge.cli.common import add_model_args, error_json, fail, load_judge, positive_int
+from logitjudge.errors import LogitJudgeError, RequestError
+
+__all__ = ["add_fit_parser", "cmd_fit"]
+
+
+def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``fit`` subcommand to the main CLI's subparsers."""
+    p = subparsers.add_parser(
+        "fit",
+        help="train the head an evaluator reads (e.g. chunk_support) for this model from labelled rows",
+        description="Features through the engine (cached), layer and regularisation by grouped cross-validation, "
+        "a held-out report, and a head folder for `evaluate`/`serve --heads`.",
+    )
+    p.add_argument("rows", nargs="+", help="labelled rows: .jsonl, .csv or .parquet files")
+    p.add_argument(
+        "--evaluator", default="chunk_support", help="the evaluator whose head to train (name or name@version)"
+    )
+    p.add_argument("--out", required=True, help="the folder the head is written into (as <out>/<head name>/)")
+    p.add_argument(
+        "--sample",
+        type=positive_int,
+        default=None,
+        help="a seeded sample of this many rows, stratified by source and label (default: every row)",
+    )
+    p.add_argument(
+        "--layers",
+        default=None,
+        help="comma-separated layers to tap, 1..N (default: N/2, 5N/7, 6N/7 and N "
+        "of an N-layer model); cross-validation chooses one, or all of them",
+    )
+    p.add_argument(
+        "--holdout", type=float, default=0.2, help="share of the row groups held out for the report (default 0.2)"
+    )
+    p.add_argument("--folds", type=positive_int, default=5, help="grouped cross-validation folds (default 5)")
+    p.add_argument("--cache", default=None, help="feature cache folder (default: <out>/.features)")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="examples per engine pass (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample and the held-out split")
+    add_model_args(p)
+    p.set_defaults(func=cmd_fit)
+    return p
+
+
+def _default_layers(n: int) -> list[int]:
+    return sorted({max(1, n // 2), max(1, round(5 * n / 7)), max(1, round(6 * n / 7)), n})
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from logitjudge.fit import extract, fit_head, head_examples, write_head
+    from logitjudge.rubrics.dataio import DataError, read_rows
+    from logitjudge.rubrics.registry import default_registry
+    from logitjudge.rubrics.samples import stratified_sample
+
+    try:
+        rows: list[Any] = [row for path in args.rows for row in read_rows(path)]
+    except (OSError, DataError) as exc:
+        return fail(f"cannot read the rows: {exc}")
+    if args.sample is not None and args.sample < len(rows):
+        rows = stratified_sample(rows, args.sample, seed=args.seed)
+    if not 0 <= args.holdout < 1:
+        return fail(f"--holdout: a share in [0, 1), not {args.holdout}")
+    try:
+        defn = default_registry().get(args.evaluator)
+        examples = head_examples(defn, rows)
+    except (LogitJudgeError, ValueError) as exc:
+        return fail(f"--evaluator {args.evaluator}: {exc}")
+    if not examples:
+        return fail(f"no row has a gold label {defn.name} can train on (gold.per_chunk or gold.label)")
+    args.heads = "none"  # the states a head reads do not depend on other heads
+    t0 = time.monotonic()
+    try:
+        judge = load_judge(args)
+        engine = judge.engine
+        layers = [int(x) for x in args.layers.split(",")] if args.layers else _default_layers(engine.runner.n_layers)
+        cache = Path(args.cache) if args.cache else Path(args.out) / ".features"
+        with tqdm(total=len(examples), desc="features", unit="ex", file=sys.stderr) as bar:
+            features = extract(
+                engine, examples, layers=layers, cache=cache, batch_size=args.batch_size, progress=bar.update
+            )
+        t_feat = time.monotonic() - t0
+        result = fit_head(
+            defn, examples, features, engine.describe(), holdout=args.holdout, folds=args.folds, seed=args.seed
+        )
+    except RequestError as exc:
+        print(error_json(exc), file=sys.stderr)
+        return 2
+    except LogitJudgeError as exc:
+        print(error_json(exc), file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        return fail(str(exc))
+    timing = {
+        "features_s": round(t_feat, 1),
+        "examples_computed": features.computed,
+        "examples_cached": len(examples) - features.computed,
+        "total_s": round(time.monotonic() - t0, 1),
+    }
+    folder = write_head(result, Path(args.out), timing=timing, data=[str(p) for p in args.rows])
+    print(json.dumps({"head": str(folder), **result.head.meta, "timing": timing}, indent=2))
+    return 0

@@ -1,0 +1,425 @@
+"""Fitting trained heads: labelled rows -> the evaluator's questions -> hidden states through the
+engine -> a regularised linear map -> a head folder that ``evaluate``/``serve --heads`` load.
+
+::
+
+    examples = head_examples(registry.get("chunk_support"), rows)     # one per chunk with a gold label
+    features = extract(engine, examples, layers=(16, 20, 24, 28), cache=".cache/heads")
+    result = fit_head(defn, examples, features, out="heads/")          # CV, held-out report, files
+
+**What is fitted.** Each example is one engine request: the state the evaluator asks over (for
+``chunk_head`` evaluators the chunk alone, ``"Passage: <chunk>"``) and the evaluator's own
+question (:func:`logitjudge.rubrics.questions.head_question`), so the head reads at serving time
+exactly the states it was trained on. The features are the hidden states of the tapped layers at
+the answer position (:meth:`logitjudge.engine.core.Engine.answer_states`, one packed pass per
+batch, nothing generated), cached on disk by the engine's fingerprint, dtype and prompt version,
+the layer and the example's content (so a re-run, or a head on other layers already tapped,
+reads them back instead of running the model).
+
+**How.** scikit-learn: standardised features, multinomial logistic regression (L2). The layer
+(each tapped layer alone, or all of them concatenated) and the inverse regularisation ``C`` are
+chosen by grouped K-fold cross-validation on the training part (mean log loss; rows of one group,
+e.g. one claim's edits or one premise, never straddle folds); a held-out part (``holdout`` of the
+groups, seeded) is never seen by the choice or the fit and gives the report: accuracy, macro-F1,
+predicted vs gold shares, log loss, with a cluster-bootstrap interval, beside the majority class
+and the evaluator's zero-shot label readout on the same rows. The standardisation is folded into
+the saved weights (``W' = W / s``, ``b' = b - W' m``), so the head is one linear map.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from logitjudge.engine.heads import Head
+from logitjudge.engine.prompt import render_text
+from logitjudge.engine.types import EngineRequest, Question
+from logitjudge.rubrics.api import to_item
+from logitjudge.rubrics.definitions import EvaluatorDef
+from logitjudge.rubrics.questions import chunk_state, head_question
+
+DEFAULT_C_GRID = (0.003, 0.01, 0.03, 0.1)
+"""Inverse L2 strengths tried by cross-validation (on standardised features of ~1.5k dims)."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """One labelled engine request: a state, the evaluator's question, the gold option.
+
+    Attributes:
+        key: ``<row id>#<chunk>``, unique in a fit.
+        group: rows of one group stay on one side of every split (a claim's edits, a premise).
+        source: the data set the row comes from (per-source figures).
+        label: the gold option's name.
+    """
+
+    key: str
+    group: str
+    source: str
+    state: str
+    question: Question
+    label: str
+
+
+def _group_of(row: Mapping[str, Any], chunk: str) -> str:
+    meta = row.get("meta") or {}
+    for k in ("case_id", "group", "pairID", "captionID"):
+        if isinstance(meta, Mapping) and meta.get(k):
+            return f"{k}:{meta[k]}"
+    return "chunk:" + hashlib.sha1(chunk.encode()).hexdigest()[:16]
+
+
+def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]]) -> list[Example]:
+    """The training examples of a ``chunk_head`` evaluator's head: per row and chunk with a gold
+    label (``gold.per_chunk[i]``, or ``gold.label`` for a one-chunk row), the chunk as the state
+    and the evaluator's question about the whole output as its claim.
+
+    Raises:
+        ValueError: ``defn`` has no head, or a gold label is not one of its options (named).
+    """
+    if defn.head is None:
+        raise ValueError(f"{defn.name}@{defn.version} is not read by a trained head (no `head` in its definition)")
+    names = [o.name for o in defn.options or ()]
+    out: list[Example] = []
+    for n, row in enumerate(rows):
+        item = to_item(row, index=n)
+        gold = row.get("gold") or {}
+        chunks = item.chunks()
+        labels = gold.get("per_chunk") if isinstance(gold, Mapping) else None
+        if not labels and isinstance(gold, Mapping) and "label" in gold and len(chunks) == 1:
+            labels = [gold["label"]]
+        if not labels or len(labels) != len(chunks):
+            continue
+        claim = render_text(item.output)
+        question = replace(head_question(defn, claim, item), head=None)  # the states it reads, no head yet
+        source = str(row.get("id", "")).split(":", 1)[0] or "rows"
+        for i, (chunk, label) in enumerate(zip(chunks, labels)):
+            if label not in names:
+                raise ValueError(f"row {row.get('id', n)!r}: gold label {label!r} is not one of {names}")
+            text = render_text(chunk)
+            key = f"{row.get('id', n)}#{i}"
+            out.append(Example(key, _group_of(row, text), source, chunk_state(chunk), question, str(label)))
+    return out
+
+
+def _digest(engine_id: Mapping[str, Any], ex: Example) -> str:
+    blob = json.dumps(
+        [engine_id, ex.state, render_text(ex.question.instructions or ""), [o.name for o in ex.question.options]],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+@dataclass
+class Features:
+    """Tapped states of every example and its zero-shot label readout.
+
+    Attributes:
+        states: (N, K, H) fp32, K = ``len(layers)``.
+        layers: the tapped layers, in order.
+        label_probs: (N, C) the label readout of each example's question (option order).
+        computed: examples that ran through the model (the rest came from the cache).
+        seconds: wall time of the extraction.
+    """
+
+    states: np.ndarray
+    layers: tuple[int, ...]
+    label_probs: np.ndarray
+    computed: int = 0
+    seconds: float = 0.0
+
+
+def extract(
+    engine: Any,
+    examples: Sequence[Example],
+    *,
+    layers: Sequence[int],
+    cache: str | Path | None = None,
+    batch_size: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> Features:
+    """Hidden states of ``layers`` at each example's answer position, through ``engine``.
+
+    Args:
+        engine: a loaded :class:`~logitjudge.engine.core.Engine` (transformers backend).
+        cache: a folder; each example's states are stored per layer as
+            ``<fingerprint>/<prompt version>-<dtype>/<digest>.L<layer>.npy`` (digest of the state and
+            the question) and read back on a later call.
+        progress: called with the number of examples done after each batch.
+
+    Returns:
+        :class:`Features` in ``examples`` order.
+    """
+    d = engine.describe()
+    engine_id = {k: d.get(k) for k in ("fingerprint", "prompt_version", "dtype")}
+    folder = None
+    if cache is not None:
+        folder = Path(cache) / str(d.get("fingerprint"))[:16] / f"{d.get('prompt_version')}-{d.get('dtype')}"
+        folder.mkdir(parents=True, exist_ok=True)
+    layers = tuple(int(x) for x in layers)
+    n = len(examples)
+    states: list[np.ndarray | None] = [None] * n
+    probs: list[np.ndarray | None] = [None] * n
+    todo: list[int] = []
+    for i, ex in enumerate(examples):
+        if folder is not None:
+            base = folder / _digest(engine_id, ex)
+            files = [base.with_name(f"{base.name}.L{x}.npy") for x in layers]
+            zero = base.with_name(f"{base.name}.labels.npy")
+            if all(f.is_file() for f in files) and zero.is_file():
+                states[i] = np.stack([np.load(f) for f in files])
+                probs[i] = np.load(zero)
+                continue
+        todo.append(i)
+    if progress is not None and n - len(todo):
+        progress(n - len(todo))
+    t0 = time.perf_counter()
+    for start in range(0, len(todo), batch_size):
+        idx = todo[start : start + batch_size]
+        got = engine.answer_states([EngineRequest(examples[i].state, (examples[i].question,)) for i in idx], layers)
+        for i, (st, zero_shot) in zip(idx, got):
+            s_i, p_i = st[0].numpy(), np.asarray(zero_shot[0], dtype=np.float64)
+            states[i], probs[i] = s_i, p_i
+            if folder is not None:
+                base = folder / _digest(engine_id, examples[i])
+                for k, x in enumerate(layers):
+                    np.save(base.with_name(f"{base.name}.L{x}.npy"), s_i[k])
+                np.save(base.with_name(f"{base.name}.labels.npy"), p_i)
+        if progress is not None:
+            progress(len(idx))
+    return Features(
+        np.stack(states),  # type: ignore[arg-type]
+        layers,
+        np.stack(probs),  # type: ignore[arg-type]
+        computed=len(todo),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _columns(features: Features, choice: str) -> np.ndarray:
+    """(N, D) the features of a layer choice: ``"L<l>"`` one layer, ``"all"`` every tapped one."""
+    if choice == "all":
+        return features.states.reshape(len(features.states), -1)
+    return features.states[:, features.layers.index(int(choice[1:])), :]
+
+
+def _model(c: float) -> Any:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3000))
+
+
+def classification_report(
+    gold: Sequence[str], probs: np.ndarray, options: Sequence[str], groups: Sequence[str], *, seed: int = 0
+) -> dict[str, Any]:
+    """Accuracy (with a 95% cluster-bootstrap interval over ``groups``), macro-F1, log loss,
+    per-option F1 and the gold and predicted shares of ``probs`` (N, C in ``options`` order)."""
+    from sklearn.metrics import accuracy_score, f1_score, log_loss
+
+    from logitjudge.rubrics.samples import bootstrap_interval
+
+    probs = np.clip(np.asarray(probs, dtype=np.float64), 1e-9, 1.0)
+    probs = probs / probs.sum(1, keepdims=True)
+    pred = [options[k] for k in probs.argmax(1)]
+    hit = np.array([p == g for p, g in zip(pred, gold)], dtype=float)
+    found = bootstrap_interval(lambda i: float(hit[i].mean()), list(groups), seed=seed)
+    interval = (found["lo"], found["hi"]) if found else None
+    return {
+        "rows": len(gold),
+        "accuracy": float(accuracy_score(gold, pred)),
+        "accuracy_interval": list(interval) if interval else None,
+        "macro_f1": float(f1_score(gold, pred, labels=list(options), average="macro", zero_division=0)),
+        "f1": dict(zip(options, map(float, f1_score(gold, pred, labels=list(options), average=None, zero_division=0)))),
+        # scikit-learn reads the columns in sorted label order
+        "log_loss": float(log_loss(gold, probs[:, np.argsort(list(options))], labels=sorted(options))),
+        "gold_share": {o: float(np.mean([g == o for g in gold])) for o in options},
+        "predicted_share": {o: float(np.mean([p == o for p in pred])) for o in options},
+    }
+
+
+@dataclass
+class FitResult:
+    """A fitted head and what was measured on the way."""
+
+    head: Head
+    layer_choice: str
+    c: float
+    cv: dict[str, float] = field(default_factory=dict)
+    """Mean grouped-CV log loss per ``"<layer choice> C=<c>"``."""
+    held_out: dict[str, Any] = field(default_factory=dict)
+    """:func:`classification_report` of the head on the held-out rows, with ``majority`` and
+    ``zero_shot`` (the label readout's) reports beside it, and ``per_source``."""
+
+
+def fit_head(
+    defn: EvaluatorDef,
+    examples: Sequence[Example],
+    features: Features,
+    engine: Mapping[str, Any],
+    *,
+    holdout: float = 0.2,
+    folds: int = 5,
+    c_grid: Sequence[float] = DEFAULT_C_GRID,
+    layer_choices: Sequence[str] | None = None,
+    seed: int = 0,
+) -> FitResult:
+    """Choose the layer and ``C`` by grouped CV, fit on the training part, report the held-out part.
+
+    Args:
+        engine: the ``describe()`` of the engine the features came from (the head's binding).
+        holdout: share of the groups held out (0: none; the report is then empty).
+        layer_choices: ``"L<l>"`` per tapped layer and ``"all"`` (default: each layer alone and all).
+
+    Raises:
+        ValueError: fewer than two labels in the training part, or too few groups for ``folds``.
+    """
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import GroupKFold, GroupShuffleSplit
+
+    assert defn.head is not None
+    options = [o.name for o in defn.options or ()]
+    y = np.array([ex.label for ex in examples])
+    groups = np.array([ex.group for ex in examples])
+    idx = np.arange(len(examples))
+    if holdout > 0:
+        train, test = next(GroupShuffleSplit(n_splits=1, test_size=holdout, random_state=seed).split(idx, y, groups))
+    else:
+        train, test = idx, idx[:0]
+    if len(set(y[train])) < 2:
+        raise ValueError("the training part needs at least two labels")
+    choices = list(layer_choices or [f"L{x}" for x in features.layers] + (["all"] if len(features.layers) > 1 else []))
+    cv: dict[str, float] = {}
+    splitter = GroupKFold(n_splits=folds)
+    for choice in choices:
+        X = _columns(features, choice)
+        for c in c_grid:
+            losses = []
+            for tr, va in splitter.split(train, y[train], groups[train]):
+                model = _model(c).fit(X[train[tr]], y[train[tr]])
+                losses.append(log_loss(y[train[va]], model.predict_proba(X[train[va]]), labels=model.classes_))
+            cv[f"{choice} C={c}"] = float(np.mean(losses))
+    best = min(cv, key=lambda k: cv[k])
+    choice, c = best.split(" C=")[0], float(best.split(" C=")[1])
+    X = _columns(features, choice)
+    model = _model(c).fit(X[train], y[train])
+    scaler, lr = model[0], model[1]
+    order = [list(lr.classes_).index(o) for o in options]
+    w = lr.coef_[order] / scaler.scale_  # (C, D)
+    b = lr.intercept_[order] - w @ scaler.mean_
+    import torch
+
+    layers = features.layers if choice == "all" else (int(choice[1:]),)
+    meta = {
+        "evaluator": f"{defn.name}@{defn.version}",
+        "trained": {
+            "rows": int(len(train)),
+            "held_out_rows": int(len(test)),
+            "sources": sorted({ex.source for ex in examples}),
+            "c": c,
+            "layer_choice": choice,
+            "cv_folds": folds,
+            "seed": seed,
+        },
+    }
+    head = Head(
+        name=defn.head.name,
+        question_type="choice",
+        options=tuple(options),
+        layers=tuple(layers),
+        weights=((torch.tensor(w, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)),),
+        binding={
+            "model": engine.get("model"),
+            "fingerprint": engine.get("fingerprint"),
+            "prompt_version": engine.get("prompt_version"),
+        },
+        meta=meta,
+    )
+    held: dict[str, Any] = {}
+    if len(test):
+        probs = head.probabilities(torch.tensor(X[test])).numpy()
+        gold, grp = list(y[test]), list(groups[test])
+        held = classification_report(gold, probs, options, grp, seed=seed)
+        majority = max(options, key=lambda o: float(np.sum(y[train] == o)))
+        onehot = np.array([[1.0 if o == majority else 0.0 for o in options] for _ in test])
+        held["majority"] = classification_report(gold, onehot * 0.98 + 0.01 / len(options), options, grp, seed=seed)
+        held["zero_shot"] = classification_report(gold, features.label_probs[test], options, grp, seed=seed)
+        held["per_source"] = {}
+        for src in sorted({examples[i].source for i in test}):
+            sel = [k for k, i in enumerate(test) if examples[i].source == src]
+            held["per_source"][src] = classification_report(
+                [gold[k] for k in sel], probs[sel], options, [grp[k] for k in sel], seed=seed
+            )
+        meta["held_out"] = {k: held[k] for k in ("rows", "accuracy", "accuracy_interval", "macro_f1")}
+    return FitResult(head, choice, c, cv, held)
+
+
+def card(result: FitResult, *, timing: Mapping[str, Any] | None = None, data: Sequence[str] = ()) -> str:
+    """The head's card (``CARD.md``): what it reads, what it was trained on, what it measured."""
+    head, held = result.head, result.held_out
+    trained = dict(head.meta.get("trained", {}))
+
+    def pct(x: Any) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+
+    lines = [
+        f"# Head `{head.name}` for {head.binding.get('model')}",
+        "",
+        f"- evaluator: `{head.meta.get('evaluator')}`; question type `{head.question_type}`, options "
+        + ", ".join(f"`{o}`" for o in head.options),
+        f"- reads layers {list(head.layers)} at the answer position (the question's last token), "
+        f"a linear map (multinomial logistic regression, C={result.c}, standardisation folded in)",
+        f"- bound to fingerprint `{head.binding.get('fingerprint')}` and prompt `{head.binding.get('prompt_version')}`",
+        f"- trained on {trained.get('rows')} examples from {', '.join(trained.get('sources', []))}"
+        + (f" ({', '.join(data)})" if data else ""),
+        f"- chosen by {trained.get('cv_folds')}-fold grouped cross-validation (mean log loss) among "
+        + ", ".join(sorted({k.split(" C=")[0] for k in result.cv})),
+    ]
+    if timing:
+        lines.append(
+            f"- features: {timing.get('examples_computed')} examples through the model, "
+            f"{timing.get('examples_cached')} from the cache, {timing.get('features_s')} s; "
+            f"total {timing.get('total_s')} s"
+        )
+    if held:
+        lines += [
+            "",
+            f"## Held out ({held['rows']} examples, groups never seen by the fit)",
+            "",
+            "| readout | accuracy [95% CI] | macro-F1 | log loss | predicted share |",
+            "|---|---|---|---|---|",
+        ]
+        for name, rep in (("this head", held), ("zero-shot labels", held["zero_shot"]), ("majority", held["majority"])):
+            ci = rep.get("accuracy_interval")
+            ci_text = f" [{pct(ci[0])}, {pct(ci[1])}]" if ci else ""
+            share = ", ".join(f"{o} {pct(v)}" for o, v in rep["predicted_share"].items())
+            lines.append(
+                f"| {name} | {pct(rep['accuracy'])}{ci_text} | {rep['macro_f1']:.3f} | "
+                f"{rep['log_loss']:.3f} | {share} |"
+            )
+        lines.append("")
+        lines.append("gold share: " + ", ".join(f"{o} {pct(v)}" for o, v in held["gold_share"].items()))
+        lines += ["", "| source | rows | accuracy | macro-F1 |", "|---|---|---|---|"]
+        for src, rep in held.get("per_source", {}).items():
+            lines.append(f"| {src} | {rep['rows']} | {pct(rep['accuracy'])} | {rep['macro_f1']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_head(
+    result: FitResult, out: str | Path, *, timing: Mapping[str, Any] | None = None, data: Sequence[str] = ()
+) -> Path:
+    """Write ``<out>/<head name>/``: the head's files, ``CARD.md`` and ``report.json`` (the CV
+    losses, the held-out reports and the timing). Returns the head's folder."""
+    folder = result.head.save(Path(out) / result.head.name)
+    (folder / "CARD.md").write_text(card(result, timing=timing, data=data), encoding="utf-8")
+    report = {"cv_log_loss": result.cv, "held_out": result.held_out, "timing": dict(timing or {}), "data": list(data)}
+    (folder / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return folder

@@ -1,0 +1,84 @@
+"""``logitjudge fit`` on a tiny random-weight model: examples from labelled rows, features through
+the engine and back from the cache, grouped-CV fitting, the head folder, and the same head read
+in the packed pass giving what the fit's own map gives on the cached states."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from logitjudge.engine.heads import load_heads
+from logitjudge.engine.types import EngineRequest
+from logitjudge.fit import extract, fit_head, head_examples, write_head
+from logitjudge.rubrics.registry import default_registry
+
+WORDS = ["river", "bridge", "museum", "train", "novel", "village", "team", "flight", "river", "market"]
+
+
+def rows(n: int = 48) -> list[dict]:
+    """Rows whose label the chunk's wording decides (a head on the tiny model can learn it)."""
+    out = []
+    for i in range(n):
+        label = ("supports", "contradicts", "unrelated")[i % 3]
+        word = WORDS[i % len(WORDS)]
+        chunk = {
+            "supports": f"Yes, the {word} report says it is true, item {i}.",
+            "contradicts": f"No, the {word} report says it is false, never, item {i}.",
+            "unrelated": f"The {word} has a blue door and {i} windows.",
+        }[label]
+        out.append(
+            {
+                "id": f"toy:{i}",
+                "output": f"The {word} claim {i}.",
+                "context": [chunk],
+                "gold": {"per_chunk": [label]},
+                "meta": {"case_id": f"c{i // 2}"},
+            }
+        )
+    return out
+
+
+def test_examples_follow_the_evaluator_question():
+    defn = default_registry().get("chunk_support")
+    ex = head_examples(defn, rows(6))
+    assert len(ex) == 6 and ex[0].state.startswith("Passage: ")
+    assert ex[0].question.head is None and ex[0].question.type == "choice"
+    assert '"The river claim 0."' in str(ex[0].question.instructions)
+    assert ex[0].group == ex[1].group == "case_id:c0"
+    with pytest.raises(ValueError, match="gold label 'maybe'"):
+        head_examples(defn, [{**rows(1)[0], "gold": {"per_chunk": ["maybe"]}}])
+    with pytest.raises(ValueError, match="not read by a trained head"):
+        head_examples(default_registry().get("chunk_support@3"), rows(1))
+
+
+def test_fit_cache_head_and_serving_agree(tiny_llama, tmp_path):
+    engine = tiny_llama
+    defn = default_registry().get("chunk_support")
+    ex = head_examples(defn, rows())
+    first = extract(engine, ex, layers=(1, 2), cache=tmp_path / "cache", batch_size=5)
+    assert first.states.shape == (48, 2, engine.lm.model.config.hidden_size) and first.computed == 48
+    again = extract(engine, ex, layers=(2,), cache=tmp_path / "cache")
+    assert again.computed == 0 and np.array_equal(again.states[:, 0], first.states[:, 1])
+    result = fit_head(defn, ex, first, engine.describe(), holdout=0.25, folds=3, c_grid=(0.1, 1.0))
+    assert set(result.cv) == {f"{c} C={k}" for c in ("L1", "L2", "all") for k in (0.1, 1.0)}
+    held = result.held_out
+    assert held["rows"] == len(ex) - result.head.meta["trained"]["rows"]
+    assert {"majority", "zero_shot", "per_source"} <= set(held)
+    folder = write_head(result, tmp_path / "heads", timing={"features_s": 1.0})
+    assert (folder / "CARD.md").read_text().startswith("# Head `chunk_support`")
+    assert json.loads((folder / "report.json").read_text())["held_out"]["rows"] == held["rows"]
+    heads = load_heads([tmp_path / "heads"])
+    engine.set_heads(heads)
+    try:
+        head = heads["chunk_support"]
+        q = ex[0].question.__class__(**{**ex[0].question.__dict__, "head": "chunk_support"})
+        got = engine.run_batch([EngineRequest(ex[0].state, (q,))])[0].answers[0]
+        cols = [first.layers.index(x) for x in head.layers]
+        want = head.probabilities(torch.tensor(first.states[0, cols].reshape(1, -1)))[0].tolist()
+        assert max(abs(a - b) for a, b in zip(got.probabilities, want)) < 1e-5
+        assert got.label_probabilities is not None
+    finally:
+        engine.set_heads(None)

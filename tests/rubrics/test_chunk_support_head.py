@@ -1,0 +1,76 @@
+"""chunk_support@4 on the default model: the shipped trained head reads polarity.
+
+The cases below were written before the head was trained and are not tuned one by one: plain
+negations and changed numbers of a claim must come out ``contradicts``, the claim restated
+``supports``, and an on-topic passage that does not settle it ``unrelated``. Without a head for
+the engine, version 3 answers and says so (``x_warning`` naming ``logitjudge fit``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from logitjudge.rubrics.api import evaluate
+
+NEGATIONS = [
+    ("The museum is open on Mondays.", "The museum is not open on Mondays."),
+    ("The report was published in English.", "The report was never published in English."),
+    ("Anna passed the final exam.", "Anna did not pass the final exam."),
+    ("The library allows dogs inside.", "Dogs are not allowed inside the library."),
+    ("The river freezes every winter.", "The river does not freeze in winter."),
+    ("The company pays its interns.", "The company does not pay its interns."),
+]
+
+CHANGED_NUMBERS = [
+    ("The bridge is 450 meters long.", "The bridge is 620 meters long."),
+    ("The team won 12 games last season.", "The team won 7 games last season."),
+    ("The novel was first published in 1987.", "The novel was first published in 1993."),
+    ("The subscription costs $15 per month.", "The subscription costs $25 per month."),
+    ("The village has about 800 residents.", "The village has about 3,000 residents."),
+    ("The flight takes 3 hours.", "The flight takes 9 hours."),
+]
+
+UNSETTLED = [
+    ("The museum is open on Mondays.", "The museum has a large collection of Roman coins."),
+    ("The bridge is 450 meters long.", "The bridge was designed by a local engineering firm."),
+    ("Anna passed the final exam.", "Anna studied chemistry at the city university."),
+]
+
+
+def _labels(judge, claim: str, chunks: list[str]) -> list[str]:
+    run = evaluate(judge, [{"output": claim, "context": chunks}], "chunk_support")
+    res = run.results[0].results["chunk_support"]
+    assert res.version == "4" and res.x_warning is None, res.x_warning
+    return [d.label for d in res.details]
+
+
+@pytest.mark.parametrize(("claim", "negated"), NEGATIONS, ids=[c for c, _ in NEGATIONS])
+def test_plain_negation_contradicts(main_judge, claim, negated):
+    assert _labels(main_judge, claim, [negated, claim]) == ["contradicts", "supports"]
+
+
+@pytest.mark.parametrize(("claim", "changed"), CHANGED_NUMBERS, ids=[c for c, _ in CHANGED_NUMBERS])
+def test_changed_number_contradicts(main_judge, claim, changed):
+    assert _labels(main_judge, claim, [changed]) == ["contradicts"]
+
+
+@pytest.mark.parametrize(("claim", "other"), UNSETTLED, ids=[c for c, _ in UNSETTLED])
+def test_on_topic_but_unsettled_is_unrelated(main_judge, claim, other):
+    assert _labels(main_judge, claim, [other]) == ["unrelated"]
+
+
+def test_without_a_head_version_3_answers_and_says_so(main_judge):
+    """The same judge with its heads removed: chunk_support@3's answer, flagged with `logitjudge fit`."""
+    engine = main_judge.engine
+    heads = dict(engine.heads)
+    engine.set_heads(None)
+    try:
+        run = evaluate(
+            main_judge, [{"output": "Output tokens are free.", "context": ["Output tokens are free."]}], "chunk_support"
+        )
+    finally:
+        engine.set_heads(heads)
+    res = run.results[0].results["chunk_support"]
+    assert res.version == "3"
+    assert res.x_warning is not None and "logitjudge fit" in res.x_warning and "chunk_support@4" in res.x_warning
+    assert res.details is not None and res.details[0].label == "supports"
