@@ -44,8 +44,9 @@ def question_to_engine(q: schemas.NoulQuestion | schemas.ChoiceQuestion | schema
 
 
 def with_rotations(question: Question, rotations: int) -> Question:
-    """``question`` answered with ``rotations`` option-order rotations (choice and score only)."""
-    if question.type == "noul" or question.rotations == rotations:
+    """``question`` answered with ``rotations`` option-order rotations (choice and score only; a
+    question read by a trained head keeps its one order: the head reads states, not labels)."""
+    if question.type == "noul" or question.rotations == rotations or question.head is not None:
         return question
     return dataclasses.replace(question, rotations=rotations)
 

@@ -63,34 +63,77 @@ class Example:
     key: str
     group: str
     source: str
-    state: str
+    state: Any
     question: Question
     label: str
 
 
-def _group_of(row: Mapping[str, Any], chunk: str) -> str:
+def _group_of(row: Mapping[str, Any], text: str) -> str:
+    """The group of a row: ``meta.case_id`` / ``group`` / ``pairID`` / ``captionID`` when present,
+    else the source item of an id with three or more ``:`` fields (``halueval_qa:12:right``:
+    :func:`~logitjudge.rubrics.samples.item_group`), else the text (rows sharing a passage)."""
     meta = row.get("meta") or {}
     for k in ("case_id", "group", "pairID", "captionID"):
         if isinstance(meta, Mapping) and meta.get(k):
             return f"{k}:{meta[k]}"
-    return "chunk:" + hashlib.sha1(chunk.encode()).hexdigest()[:16]
+    rid = str(row.get("id") or "")
+    if rid.count(":") >= 2:
+        from logitjudge.rubrics.samples import item_group
+
+        return "item:" + item_group(rid)
+    return "text:" + hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
-def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]]) -> list[Example]:
-    """The training examples of a ``chunk_head`` evaluator's head: per row and chunk with a gold
-    label (``gold.per_chunk[i]``, or ``gold.label`` for a one-chunk row), the chunk as the state
-    and the evaluator's question about the whole output as its claim.
+def _gold_option(value: Any, question: Question) -> str | None:
+    """The option a gold value names: a bool for a noul (``true``/``false``), an option name,
+    or a level index (int or its string) for a score; None when it names none."""
+    names = [str(o.name) for o in question.options]
+    if isinstance(value, bool):
+        return "true" if value else "false" if question.type == "noul" else None
+    if isinstance(value, int) and question.type == "score":
+        value = str(value)
+    return str(value) if str(value) in names else None
+
+
+def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, label_key: str = "label") -> list[Example]:
+    """The training examples of the head an evaluator reads.
+
+    - A ``chunk_head`` evaluator (``chunk_support``): per row and chunk with a gold label
+      (``gold.per_chunk[i]``, or ``gold.label`` for a one-chunk row), the chunk as the state and
+      the evaluator's question about the whole output as its claim.
+    - An evaluator of one question over the whole item (:func:`~logitjudge.rubrics.runner.reads_own_head`:
+      ``probability`` or ``rubric`` scoring, e.g. ``faithfulness``): the item's state and the
+      evaluator's question, labelled by ``gold[label_key]`` (a bool for a yes/no question, an
+      option name, or a level index). Rows without that label are skipped.
 
     Raises:
-        ValueError: ``defn`` has no head, or a gold label is not one of its options (named).
+        ValueError: the evaluator cannot read a head, or a gold label names no option (named).
     """
-    if defn.head is None:
-        raise ValueError(f"{defn.name}@{defn.version} is not read by a trained head (no `head` in its definition)")
+    from logitjudge.rubrics.questions import build_questions
+    from logitjudge.rubrics.runner import reads_own_head
+
+    if defn.head is None and not reads_own_head(defn):
+        raise ValueError(
+            f"{defn.name}@{defn.version} is not read by a trained head (no `head` in its definition, and not one "
+            "question over the whole item)"
+        )
     names = [o.name for o in defn.options or ()]
     out: list[Example] = []
     for n, row in enumerate(rows):
         item = to_item(row, index=n)
         gold = row.get("gold") or {}
+        source = str(row.get("id", "")).split(":", 1)[0] or "rows"
+        if defn.head is None:
+            if not all(item.has(f) for f in defn.required) or not isinstance(gold, Mapping):
+                continue
+            (question,) = build_questions(defn, item).values()
+            label = _gold_option(gold.get(label_key), question)
+            if label_key in gold and label is None:
+                raise ValueError(f"row {row.get('id', n)!r}: gold.{label_key} = {gold[label_key]!r} names no option")
+            if label is not None:
+                state = render_text(item.state())
+                out.append(Example(f"{row.get('id', n)}", _group_of(row, state), source, item.state(), question, label))
+            continue
         chunks = item.chunks()
         labels = gold.get("per_chunk") if isinstance(gold, Mapping) else None
         if not labels and isinstance(gold, Mapping) and "label" in gold and len(chunks) == 1:
@@ -99,7 +142,6 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]]) -> list
             continue
         claim = render_text(item.output)
         question = replace(head_question(defn, claim, item), head=None)  # the states it reads, no head yet
-        source = str(row.get("id", "")).split(":", 1)[0] or "rows"
         for i, (chunk, label) in enumerate(zip(chunks, labels)):
             if label not in names:
                 raise ValueError(f"row {row.get('id', n)!r}: gold label {label!r} is not one of {names}")
@@ -111,7 +153,12 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]]) -> list
 
 def _digest(engine_id: Mapping[str, Any], ex: Example) -> str:
     blob = json.dumps(
-        [engine_id, ex.state, render_text(ex.question.instructions or ""), [o.name for o in ex.question.options]],
+        [
+            engine_id,
+            render_text(ex.state),
+            render_text(ex.question.instructions or ""),
+            [o.name for o in ex.question.options],
+        ],
         ensure_ascii=False,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
@@ -280,13 +327,13 @@ def fit_head(
         layer_choices: ``"L<l>"`` per tapped layer and ``"all"`` (default: each layer alone and all).
 
     Raises:
-        ValueError: fewer than two labels in the training part, or too few groups for ``folds``.
+        ValueError: an option without training rows, or too few groups for ``folds``.
     """
     from sklearn.metrics import log_loss
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
-    assert defn.head is not None
-    options = [o.name for o in defn.options or ()]
+    question = examples[0].question
+    options = [str(o.name) for o in question.options]
     y = np.array([ex.label for ex in examples])
     groups = np.array([ex.group for ex in examples])
     idx = np.arange(len(examples))
@@ -294,8 +341,9 @@ def fit_head(
         train, test = next(GroupShuffleSplit(n_splits=1, test_size=holdout, random_state=seed).split(idx, y, groups))
     else:
         train, test = idx, idx[:0]
-    if len(set(y[train])) < 2:
-        raise ValueError("the training part needs at least two labels")
+    absent = [o for o in options if o not in set(y[train])]
+    if absent:
+        raise ValueError(f"no training row is labelled {absent}: every option needs examples")
     choices = list(layer_choices or [f"L{x}" for x in features.layers] + (["all"] if len(features.layers) > 1 else []))
     cv: dict[str, float] = {}
     splitter = GroupKFold(n_splits=folds)
@@ -312,9 +360,12 @@ def fit_head(
     X = _columns(features, choice)
     model = _model(c).fit(X[train], y[train])
     scaler, lr = model[0], model[1]
+    coef, intercept = lr.coef_, lr.intercept_
+    if coef.shape[0] == 1:  # two classes: scikit-learn keeps one row, for classes_[1]; softmax([0, z]) = sigmoid(z)
+        coef, intercept = np.vstack([np.zeros_like(coef), coef]), np.concatenate([[0.0], intercept])
     order = [list(lr.classes_).index(o) for o in options]
-    w = lr.coef_[order] / scaler.scale_  # (C, D)
-    b = lr.intercept_[order] - w @ scaler.mean_
+    w = coef[order] / scaler.scale_  # (C, D)
+    b = intercept[order] - w @ scaler.mean_
     import torch
 
     layers = features.layers if choice == "all" else (int(choice[1:]),)
@@ -331,8 +382,8 @@ def fit_head(
         },
     }
     head = Head(
-        name=defn.head.name,
-        question_type="choice",
+        name=defn.head.name if defn.head is not None else defn.name,
+        question_type=question.type,
         options=tuple(options),
         layers=tuple(layers),
         weights=((torch.tensor(w, dtype=torch.float32), torch.tensor(b, dtype=torch.float32)),),

@@ -76,11 +76,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return fail(f"--holdout: a share in [0, 1), not {args.holdout}")
     try:
         defn = default_registry().get(args.evaluator)
-        examples = head_examples(defn, rows)
+        examples = head_examples(defn, rows, label_key=args.label_key)
     except (LogitJudgeError, ValueError) as exc:
         return fail(f"--evaluator {args.evaluator}: {exc}")
     if not examples:
-        return fail(f"no row has a gold label {defn.name} can train on (gold.per_chunk or gold.label)")
+        return fail(f"no row has a gold label {defn.name} can train on (gold.per_chunk, or gold.{args.label_key})")
     args.heads = "none"  # the states a head reads do not depend on other heads
     t0 = time.monotonic()
     try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
@@ -283,19 +283,39 @@ def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Ma
     )
 
 
+def reads_own_head(defn: EvaluatorDef) -> bool:
+    """True when a head named after ``defn`` (trained by ``logitjudge fit --evaluator NAME`` on your
+    labels) can read its question: one typed question over the whole item (``probability`` or
+    ``rubric`` scoring, not per chunk or claim)."""
+    return defn.head is None and defn.scoring in ("probability", "rubric") and not (defn.per_chunk or defn.per_claim)
+
+
 def with_head_fallbacks(
     plan: ItemPlan, heads: Sequence[str], registry: Registry, engine: Mapping[str, Any]
 ) -> ItemPlan:
-    """``plan`` with every evaluator whose trained head is not among ``heads`` replaced by its
-    fallback version (``head.fallback``; its questions rebuilt, its results noted with
-    :func:`head_fallback_warning`). The plan is changed in place and returned.
+    """``plan`` with the engine's trained heads applied (in place, and returned):
+
+    - an evaluator whose definition names a head the engine lacks (``head``) is replaced by its
+      fallback version (``head.fallback``; its questions rebuilt, its results noted with
+      :func:`head_fallback_warning`);
+    - an evaluator without a ``head`` of its own but with a loaded head of its name
+      (:func:`reads_own_head`: a head you trained on your labels) has its question read by that
+      head, and its ``contrast`` twin is not asked: the score is the head's P(yes) (or its
+      levels' E[level] / top).
 
     Raises:
         KeyError: the fallback version is not in ``registry``.
     """
     for k, (sel, ids) in enumerate(plan.owners):
         defn = sel.definition
-        if defn.head is None or defn.head.name in heads:
+        if defn.head is None:
+            if defn.name in heads and reads_own_head(defn):
+                for qid in ids:
+                    plan.questions[qid] = replace(plan.questions[qid], head=defn.name)
+                    plan.contrast.pop(qid, None)
+                plan.owners[k] = (Selected(defn.model_copy(update={"contrast": None}), sel.explicit), ids)
+            continue
+        if defn.head.name in heads:
             continue
         fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
         for key in list(plan.groups):
@@ -371,7 +391,8 @@ def finish_plan(
         baseline = [by_id[f"~{i}"] for i in ids] if defn.contrast is not None else None
         try:
             scaling = None
-            if defn.scoring in SCALED_SCORINGS:  # the scorings with a score scaling
+            head_read = any(a.answer.label_probabilities is not None for a in own)
+            if defn.scoring in SCALED_SCORINGS and not head_read:  # a head's answer is not rescaled
                 scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
             if defn.scoring in GROUP_SCORINGS:
                 scored = score_groups(defn, dict(zip(ids, own)), thresholds.get(defn.name), plan.item)

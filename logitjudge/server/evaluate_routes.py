@@ -61,10 +61,11 @@ from logitjudge.rubrics.runner import (
     debiased,
     finish_plan,
     plan_item,
+    with_head_fallbacks,
 )
 from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
-from logitjudge.server.systemone_routes import ServerState, State
+from logitjudge.server.systemone_routes import ServerState, State, describe
 
 __all__ = ["router", "include_evaluate_routes", "EvaluateRequest", "MAX_ITEMS"]
 
@@ -135,6 +136,9 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
             plan_item(item, selection, strict=True, field_prefix=("items", j)) for j, item in enumerate(body.items)
         ]
         batch = True
+    engine = describe(state.judge)
+    heads = tuple(engine.get("heads") or ())
+    plans = [with_head_fallbacks(p, heads, registry, engine) for p in plans]  # before the limits count them
     check_questions_per_item([p.n_questions() for p in plans], batch, state.limits)
     return plans, batch
 

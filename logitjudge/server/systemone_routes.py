@@ -128,11 +128,16 @@ class ServerState:
         another engine than the one served, by ``"<name>@<version>"``
         (:func:`logitjudge.rubrics.runner.fitted_warnings`); computed and logged once, on first use."""
         from logitjudge.rubrics.registry import default_registry
-        from logitjudge.rubrics.runner import fitted_warnings
+        from logitjudge.rubrics.runner import fitted_warnings, head_fallback_warning
 
-        found = fitted_warnings(default_registry(), self.judge.describe())
+        registry, engine = default_registry(), self.judge.describe()
+        found = fitted_warnings(registry, engine)
         for warning in found.values():
             logger.warning("%s", warning)
+        for defn in registry.evaluators.values():  # current versions that read a head this engine lacks
+            if defn.head is not None and defn.head.name not in (engine.get("heads") or ()):
+                fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
+                logger.warning("%s", head_fallback_warning(defn, fallback, engine))
         return found
 
     @property
@@ -248,6 +253,12 @@ def _calibration_words(described: dict[str, Any]) -> str:
     return f"calibration {described.get('calibration_origin') or 'file'} ({digest})"
 
 
+def _head_words(described: dict[str, Any]) -> str:
+    """``, heads chunk_support`` for the trained heads loaded, or nothing."""
+    heads = described.get("heads") or []
+    return f", heads {', '.join(heads)}" if heads else ""
+
+
 @router.get("/v1/models", response_model=schemas.ListModelsResponse, tags=["System One"])
 async def list_models(state: State) -> schemas.ListModelsResponse:
     """The models this server answers to: the ``jev-latest`` alias first, then the served model."""
@@ -267,7 +278,8 @@ async def list_models(state: State) -> schemas.ListModelsResponse:
             name=name,
             description=f"{name} served by logitjudge {__version__} "
             f"({described.get('device', '?')}, {described.get('dtype', '?')}, "
-            f"prompt {described.get('prompt_version', '?')}, {_calibration_words(described)}).",
+            f"prompt {described.get('prompt_version', '?')}, {_calibration_words(described)}"
+            f"{_head_words(described)}).",
             release_date=release,
         )
     )

@@ -82,3 +82,46 @@ def test_fit_cache_head_and_serving_agree(tiny_llama, tmp_path):
         assert got.label_probabilities is not None
     finally:
         engine.set_heads(None)
+
+
+def test_a_head_on_your_own_labels_reads_a_one_question_evaluator(tiny_llama, tmp_path):
+    """faithfulness with a head fitted on `gold.faithful`: the evaluator's question is read by it, no
+    context-free twin is asked, and the score is the head's P(yes)."""
+    from logitjudge.judge import Judge
+
+    engine = tiny_llama
+    defn = default_registry().get("faithfulness")
+    data = [
+        {
+            "id": f"toy:{i}:{'right' if i % 2 else 'wrong'}",
+            "input": f"Where is the {WORDS[i % 10]}?",
+            "output": f"It is in town {i}." if i % 2 else f"It is never anywhere, no {i}.",
+            "context": [f"The {WORDS[i % 10]} is in town {i}."],
+            "gold": {"faithful": bool(i % 2)},
+        }
+        for i in range(40)
+    ]
+    ex = head_examples(defn, data, label_key="faithful")
+    assert len(ex) == 40 and ex[0].question.type == "noul" and ex[0].label == "false"
+    assert ex[0].group == "item:toy:0"
+    feats = extract(engine, ex, layers=(2,), cache=None)
+    result = fit_head(defn, ex, feats, engine.describe(), holdout=0.25, folds=3, c_grid=(1.0,))
+    assert result.head.name == "faithfulness" and result.head.options == ("true", "false")
+    engine.set_heads({"faithfulness": result.head})
+    try:
+        judge = Judge(engine)
+        sent = []
+        real = engine.run_batch
+        engine.run_batch = lambda reqs, *a, **k: sent.extend(reqs) or real(reqs, *a, **k)  # type: ignore[method-assign]
+        try:
+            run = judge.evaluate([data[1]], ["faithfulness"])
+        finally:
+            del engine.run_batch
+        res = run.results[0].results["faithfulness"]
+        assert len(sent) == 1  # the item's request only: no twin without `context`
+        q = sent[0].questions[0]
+        assert q.head == "faithfulness"
+        want = result.head.probabilities(torch.tensor(feats.states[1].reshape(1, -1)))[0, 0].item()
+        assert res.score == pytest.approx(want, abs=1e-5)
+    finally:
+        engine.set_heads(None)
