@@ -200,3 +200,44 @@ def test_ragas_names_are_mapped():
 
 def test_context_as_a_single_string_is_one_chunk():
     assert Item.model_validate({"context": "one chunk"}).state() == {"context": ["one chunk"]}
+
+
+def test_a_head_evaluator_without_its_head_falls_back_and_says_so():
+    """chunk_support@4 reads the `chunk_support` head: a judge without it gets @3's answer, with an
+    x_warning naming `logitjudge fit`; with it, one head-read question per chunk and claim."""
+    from support.scripted import ScriptedEngine
+
+    from logitjudge.judge import Judge
+
+    item = {"output": "Tokens are free; the API is fast.", "context": ["Tokens are free.", "The API is slow."]}
+    plain = ScriptedEngine(lambda s, q: [1.0] * len(q.options))
+    res = evaluate(Judge(plain), [item], ["chunk_support"]).results[0].results["chunk_support"]
+    assert res.version == "3" and res.x_warning is not None
+    assert "chunk_support@4" in res.x_warning and "logitjudge fit --evaluator chunk_support" in res.x_warning
+    headed = ScriptedEngine(lambda s, q: [3.0, 1.0, 1.0], heads=("chunk_support",))
+    res = evaluate(Judge(headed), [item], ["chunk_support"]).results[0].results["chunk_support"]
+    assert res.version == "4" and res.x_warning is None
+    questions = [q for call in headed.calls for req in call for q in req.questions]
+    assert len(questions) == 4 and {q.head for q in questions} == {"chunk_support"}  # 2 chunks x 2 claims
+    assert [d.label for d in res.details or ()] == ["supports", "supports"]
+    assert (res.details or [])[0].x_features == {
+        "claim": 0.0,
+        "zero_shot_supports": 0.6,
+        "zero_shot_contradicts": 0.2,
+        "zero_shot_unrelated": 0.2,
+    }
+
+
+def test_the_server_falls_back_too():
+    from fastapi.testclient import TestClient
+    from support.scripted import ScriptedEngine
+
+    from logitjudge.judge import Judge
+    from logitjudge.server.app import create_app
+
+    app = create_app(Judge(ScriptedEngine(lambda s, q: [1.0] * len(q.options))))
+    with TestClient(app) as client:
+        body = {"output": "Tokens are free.", "context": ["Tokens are free."], "evaluators": ["chunk_support"]}
+        got = client.post("/api/v1/evaluate", json=body).json()
+    res = got["results"]["chunk_support"]
+    assert res["version"] == "3" and "logitjudge fit" in res["x_warning"]

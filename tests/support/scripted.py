@@ -30,9 +30,12 @@ def uniform(_state: Text, question: Question) -> list[float]:
 class ScriptedEngine:
     """Answers every question with ``script(state, question)`` (normalised to sum to 1)."""
 
-    def __init__(self, script: ProbabilityScript = uniform, *, name: str = "scripted") -> None:
+    def __init__(
+        self, script: ProbabilityScript = uniform, *, name: str = "scripted", heads: Sequence[str] = ()
+    ) -> None:
         self.script = script
         self.name = name
+        self.heads = tuple(heads)  # trained heads it claims (a head question's answer is the script's too)
         self.calls: list[list[EngineRequest]] = []
 
     def run_batch(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
@@ -47,10 +50,18 @@ class ScriptedEngine:
                     answers.append(Answer(q.type, (1.0,), raw[0], log_likelihood=math.log(raw[0]), tokens=n))
                     continue
                 total = sum(raw)
-                answers.append(Answer(q.type, tuple(p / total for p in raw), option_mass=1.0))
+                probs = tuple(p / total for p in raw)
+                zero_shot = probs if q.head is not None else None
+                answers.append(Answer(q.type, probs, option_mass=1.0, label_probabilities=zero_shot))
             tokens = len(str(req.state)) // 4 + sum(len(str(q)) // 4 for q in req.questions)
             out.append(EngineResult(tuple(answers), Usage(input_tokens=tokens)))
         return out
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.name, "device": "none", "dtype": "none", "strategy": "scripted"}
+        return {
+            "model": self.name,
+            "device": "none",
+            "dtype": "none",
+            "strategy": "scripted",
+            "heads": list(self.heads),
+        }
