@@ -69,11 +69,11 @@ class Example:
 
 
 def _group_of(row: Mapping[str, Any], text: str) -> str:
-    """The group of a row: ``meta.case_id`` / ``group`` / ``pairID`` / ``captionID`` when present,
+    """The group of a row: ``meta.case_id`` / ``group`` / ``pairID`` / ``captionID`` / ``uid`` when present,
     else the source item of an id with three or more ``:`` fields (``halueval_qa:12:right``:
     :func:`~logitjudge.rubrics.samples.item_group`), else the text (rows sharing a passage)."""
     meta = row.get("meta") or {}
-    for k in ("case_id", "group", "pairID", "captionID"):
+    for k in ("case_id", "group", "pairID", "captionID", "uid"):
         if isinstance(meta, Mapping) and meta.get(k):
             return f"{k}:{meta[k]}"
     rid = str(row.get("id") or "")
