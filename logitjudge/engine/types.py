@@ -10,8 +10,8 @@ rendered as canonical JSON by ``engine.prompt``; strings go to the model as they
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from dataclasses import dataclass
+from typing import Literal, Union
 
 Text = Union[str, dict, list]
 """A JSON string, object or array (the API's ``Text``)."""
@@ -127,4 +127,3 @@ class EngineResult:
 
     answers: tuple[Answer, ...]
     usage: Usage
-    extras: dict[str, Any] = field(default_factory=dict)

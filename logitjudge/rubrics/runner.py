@@ -60,7 +60,6 @@ __all__ = [
     "lowest_option_mass",
     "check_thresholds",
     "run_plans",
-    "run_items",
     "WIRE_MODEL",
 ]
 
@@ -552,27 +551,3 @@ def _typed_questions(plan: ItemPlan) -> list[Question | None]:
     does not own (the evaluators' rubric questions are never batch-calibrated)."""
     typed = {i for sel, ids in plan.owners if sel.definition.scoring == "typed_question" for i in ids}
     return [q if qid in typed else None for qid, q in plan.questions.items()]
-
-
-def run_items(
-    judge: JudgeLike,
-    items: Iterable[Item],
-    selection: Sequence[Selected],
-    *,
-    model: str = WIRE_MODEL,
-    thresholds: Mapping[str, float] | None = None,
-    strict: bool = False,
-    batch_size: int = 8,
-    registry: Registry | None = None,
-) -> Iterator[ItemResult]:
-    """Plan and run ``items`` lazily (see :func:`plan_item` and :func:`run_plans`)."""
-    plans = (plan_item(item, selection, strict=strict) for item in items)
-    yield from run_plans(
-        judge,
-        plans,
-        model=model,
-        thresholds=thresholds,
-        strict=strict,
-        batch_size=batch_size,
-        registry=registry,
-    )
