@@ -31,6 +31,12 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="the folder the head is written into (as <out>/<head name>/)")
     p.add_argument(
+        "--label-key",
+        default="label",
+        help="for an evaluator of one question over the item (e.g. faithfulness): the gold field holding the label "
+        "(a bool for yes/no, an option name or a level index)",
+    )
+    p.add_argument(
         "--sample",
         type=positive_int,
         default=None,

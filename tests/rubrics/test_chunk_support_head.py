@@ -11,6 +11,16 @@ from __future__ import annotations
 import pytest
 
 from logitjudge.rubrics.api import evaluate
+from logitjudge.settings import MAIN_MODEL
+
+
+@pytest.fixture(scope="module")
+def main_judge():
+    from logitjudge import Judge
+
+    judge = Judge.load(MAIN_MODEL)
+    yield judge
+    judge.close()
 
 NEGATIONS = [
     ("The museum is open on Mondays.", "The museum is not open on Mondays."),

@@ -70,10 +70,6 @@ KNOWN_GAP = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"chunk_support@3 labels the page's chunks supports/unrelated/unrelated; {KNOWN_GAP}",
-)
 def test_chunk_support_page(main_judge):
     item = {
         "output": "Jev is billed per input token at $0.042 per million; output tokens are free.",
@@ -89,7 +85,6 @@ def test_chunk_support_page(main_judge):
     assert set(res.probabilities) == {"supports", "contradicts", "unrelated"}
 
 
-@pytest.mark.xfail(strict=True, reason=f"chunk_support@3 calls the explicit contradiction unrelated; {KNOWN_GAP}")
 def test_chunk_support_an_explicit_contradiction_contradicts(main_judge):
     item = {
         "output": "Output tokens are free.",
