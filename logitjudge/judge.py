@@ -177,7 +177,9 @@ class Judge:
         from logitjudge.engine.heads import resolve_heads
 
         if heads != SHIPPED_HEADS or config.backend == "transformers":
-            engine.set_heads(resolve_heads(heads, engine.describe()))
+            chosen_heads = resolve_heads(heads, engine.describe())
+            if chosen_heads or hasattr(engine, "set_heads"):  # a stand-in engine may take none
+                engine.set_heads(chosen_heads)
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:

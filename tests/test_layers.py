@@ -33,7 +33,20 @@ ALLOWED: dict[str, set[str]] = {
     "rubrics": {"rubrics", "convert", "contract", "engine", "errors", "settings"},
     "judge": {"engine", "contract", "convert", "rubrics", "errors", "settings"},
     "server": {"server", "contract", "convert", "engine", "errors", "settings", "judge", "rubrics", "__init__"},
-    "cli": {"cli", "server", "rubrics", "contract", "convert", "engine", "errors", "settings", "judge", "__init__"},
+    "fit": {"engine", "rubrics", "errors", "settings"},
+    "cli": {
+        "cli",
+        "server",
+        "rubrics",
+        "contract",
+        "convert",
+        "engine",
+        "errors",
+        "settings",
+        "judge",
+        "fit",
+        "__init__",
+    },
     "__init__": {"errors", "judge"},
 }
 

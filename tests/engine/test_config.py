@@ -292,6 +292,7 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe(make_tiny):
         "fingerprint",
         "calibration",
         "calibration_origin",
+        "heads",
         "max_state_tokens",
         "max_request_tokens",
         "max_row_tokens",

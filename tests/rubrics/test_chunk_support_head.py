@@ -22,6 +22,7 @@ def main_judge():
     yield judge
     judge.close()
 
+
 NEGATIONS = [
     ("The museum is open on Mondays.", "The museum is not open on Mondays."),
     ("The report was published in English.", "The report was never published in English."),
