@@ -30,7 +30,7 @@ ITEM = {
 
 def test_each_chunk_is_its_own_request_and_holds_only_that_chunk():
     reg = default_registry()
-    plan = plan_item(Item.model_validate(ITEM), reg.select(["chunk_relevance", "chunk_support"]), strict=True)
+    plan = plan_item(Item.model_validate(ITEM), reg.select(["chunk_relevance", "chunk_support@3"]), strict=True)
     keyed = dict(plan.engine_requests())
     assert set(keyed) == {chunk_group(0), chunk_group(1), "null"}
     assert keyed[chunk_group(0)].state == "Passage: Price: $42 per billion input tokens."
@@ -179,7 +179,7 @@ def test_answer_relevancy_padding_lowers_the_level(scripted):
 
 def test_chunk_support_asks_per_claim_and_a_chunk_is_judged_by_the_claim_it_speaks_to(scripted):
     item = {"output": "The office is in Berlin; it opened in 2019.", "context": ["It opened in 2019.", "Dogs bark."]}
-    defn = default_registry().get("chunk_support")
+    defn = default_registry().get("chunk_support@3")
     groups = build_groups(defn, Item.model_validate(item))
     asked = [q.instructions for q in groups[chunk_group(0)][1].values()]
     assert len(asked) == 2 * 3 and any('"it opened in 2019."' in a for a in asked)
@@ -189,7 +189,7 @@ def test_chunk_support_asks_per_claim_and_a_chunk_is_judged_by_the_claim_it_spea
         shows = "2019" in str(state) and '"it opened in 2019."' in q.instructions and "is true" in q.instructions
         return [0.95, 0.05] if shows else [0.2, 0.8]
 
-    res = evaluate(scripted(answers), [item], ["chunk_support"]).results[0].results["chunk_support"]
+    res = evaluate(scripted(answers), [item], ["chunk_support@3"]).results[0].results["chunk_support"]
     first, second = res.details
     assert first.label == "supports" and first.x_features["claim"] == 1
     assert second.label != "supports"
