@@ -17,6 +17,8 @@ Per-claim evaluators quote each claim (sentence) of `` `output` `` in their ques
 
 Adding an evaluator: add an entry to ``catalogue.json`` (or load your own file with
 :func:`logitjudge.rubrics.registry.Registry.from_file`); no engine or server change is needed.
+Its ``scoring`` names a kind of :mod:`logitjudge.rubrics.kinds`, which checks the fields only
+that kind takes; what every kind shares is checked here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from logitjudge.contract.evaluate import DATA_FIELDS, ITEM_FIELDS, FieldName
+from logitjudge.rubrics.kinds import KIND_FIELDS, KINDS, ScoringKind
 
 __all__ = [
     "DATA_FIELDS",
@@ -109,7 +112,7 @@ class CombineDef(_Strict):
     """A fitted logistic combination of per-chunk features into P(yes):
     ``sigmoid(intercept + sum_f weights[f] * x_f)``.
 
-    Features (see :func:`logitjudge.rubrics.scoring.chunk_features`): ``pmi`` (per-token
+    Features (see :func:`logitjudge.rubrics.kinds.chunk_evidence.chunk_features`): ``pmi`` (per-token
     log-likelihood ratio of the scored text with the chunk vs the null chunk, nats/token),
     ``pmi_sum`` (the same, summed over tokens), ``yes`` (logit P(yes) of the chunk's noul),
     ``yes_rel`` (that logit minus the null chunk's), and each of them centred on the item's mean
@@ -186,7 +189,8 @@ class EvaluatorDef(_Strict):
     """One evaluator, as data.
 
     Attributes:
-        name: the name requests use (``chunk_relevance``); also the question-id namespace.
+        name: the name requests use (``chunk_relevance``); also the namespace of its questions'
+            keys (:class:`~logitjudge.rubrics.questions.QuestionKey`).
         version: bumped whenever the wording, options or scoring change (results record it).
         summary: one line for docs and ``GET`` listings.
         source: where the wording comes from: ``"docs"`` (the hosted evaluator's page, verbatim)
@@ -204,29 +208,23 @@ class EvaluatorDef(_Strict):
         criteria: noul only: descriptions of the yes/no outcomes.
         options: choice only: the options, in order.
         levels: score only: the ordered levels, lowest first (2..10).
-        scoring: how answers become a result (see ``logitjudge.rubrics.scoring``):
-            ``probability`` (one noul: score = p(yes)), ``rubric`` (one score question: score =
-            E[level]/(L-1)), ``chunk_precision`` (noul per chunk: relevant/N),
-            ``chunk_support`` (choice per chunk: max(0, (S-C)/N), any contradiction fails),
-            ``claim_share`` (noul per claim: the mean P(supported) of the N claims),
-            ``typed_question`` (the item's own question, answered as asked), ``chunk_evidence``
-            (per chunk, a noul and a continuation combined into P(relevant)), ``chunk_probes``
-            (per chunk, the ``probes`` nouls, each relative to a content-free chunk, combined
-            into a distribution over the options by a fitted multinomial logistic),
-            ``entity_recall`` (entities of ``expected`` matched in the
-            context, a noul per unmatched one; levels from the share present),
-            ``answer_probes`` (the ``probes`` over the output alone and over a content-free
-            output, a ``sentence_probe`` per sentence, levels by the fitted ``classes``),
-            ``chunk_head`` (per chunk and claim of the output, the ``template`` choice over the
-            chunk alone, read by the trained ``head``; a chunk is judged by the claim it speaks
-            to most, the lowest P(unrelated)). For
-            ``entity_recall`` (score: levels) and ``chunk_probes`` (choice: options)
-            ``question_type`` is the result's shape; the questions asked are yes/no.
+        scoring: the scoring kind: how the questions are built and their answers become a
+            result, by the name :data:`logitjudge.rubrics.kinds.KINDS` registers it under
+            (``probability``, ``rubric``, ``chunk_precision``, ``chunk_support``,
+            ``claim_share``, ``typed_question``, ``chunk_evidence``, ``chunk_probes``,
+            ``entity_recall``, ``answer_probes``, ``chunk_head``; each kind's module says what
+            it asks and how it scores). The kind fixes ``question_type``, ``per_chunk`` and
+            ``per_claim``, and which of the kind-only fields below it takes (those marked with
+            a kind). For ``entity_recall`` (score: levels), ``chunk_probes`` (choice: options)
+            and ``answer_probes`` (score) ``question_type`` is the result's shape; the
+            questions asked are yes/no.
         threshold: default pass threshold on the 0..1 score (overridable per request).
         chunk_state: per-chunk questions are asked over the chunk alone: each chunk is the state
             of its own engine request ("Passage: <chunk>"), and the template quotes the other
             fields it needs with ``{input}``, ``{output}``, ``{expected}`` (the field's text as
             a JSON string). The questions of every evaluator over one chunk share its request.
+            ``chunk_precision`` scoring may set it; ``chunk_evidence``, ``chunk_probes`` and
+            ``chunk_head`` must.
         state_fields: the item fields the state of this evaluator's questions holds (``None``:
             the whole item, every data field). An evaluator that needs only ``expected`` and
             ``context`` does not see ``output``.
@@ -239,7 +237,7 @@ class EvaluatorDef(_Strict):
             features (``<probe>``: logit P(yes); ``<probe>_rel``: minus the null chunk's); the
             chunk's distribution is their softmax (multinomial logistic regression).
             ``answer_probes``: the same per level index ("0".."3"), over
-            :func:`logitjudge.rubrics.scoring.answer_features`.
+            :func:`logitjudge.rubrics.kinds.answer_probes.answer_features`.
         fitted_for: the engine ``combine`` / ``classes`` were fitted on (only with either; every
             shipped one has it); on another engine the result carries ``x_warning`` (see
             :class:`FittedFor`). A definition of your own without it is not checked.
@@ -259,7 +257,7 @@ class EvaluatorDef(_Strict):
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
             required): each question is asked twice, over the state and over the state without
             ``context``, and the score is how much the context raises P(yes)
-            (:func:`logitjudge.rubrics.scoring.contrast_probability`; the content-free baseline of
+            (:func:`logitjudge.rubrics.results.contrast_probability`; the content-free baseline of
             Zhao et al. 2021, "Calibrate Before Use", applied to the evidence). ``None``: the score is P(yes).
     """
 
@@ -276,19 +274,7 @@ class EvaluatorDef(_Strict):
     criteria: NoulCriteriaDef | None = None
     options: tuple[OptionDef, ...] | None = None
     levels: tuple[str, ...] | None = None
-    scoring: Literal[
-        "probability",
-        "rubric",
-        "chunk_precision",
-        "chunk_support",
-        "claim_share",
-        "typed_question",
-        "chunk_evidence",
-        "chunk_probes",
-        "entity_recall",
-        "answer_probes",
-        "chunk_head",
-    ]
+    scoring: str
     threshold: Annotated[float, Field(ge=0.0, le=1.0)]
     contrast: Literal["context"] | None = None
     chunk_state: bool = False
@@ -306,8 +292,37 @@ class EvaluatorDef(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> EvaluatorDef:
-        declared = set(self.required) | set(self.optional)
-        if len(declared) != len(self.required) + len(self.optional):
+        kind = KINDS.get(self.scoring)
+        if kind is None:
+            raise ValueError(f"{self.name}: unknown scoring {self.scoring!r} (known: {', '.join(KINDS)})")
+        self._check_shape()
+        if (self.question_type, self.per_chunk, self.per_claim) != (kind.question_type, kind.per_chunk, kind.per_claim):
+            raise ValueError(
+                f"{self.name}: scoring {self.scoring!r} needs question_type {kind.question_type!r} "
+                f"with per_chunk={kind.per_chunk} and per_claim={kind.per_claim}"
+            )
+        self._check_kind_fields(kind)
+        kind.check(self)
+        if self.contrast is not None and "context" not in self.required:
+            raise ValueError(f"{self.name}: contrast 'context' needs a required `context`")
+        if "claim" not in kind.placeholders(self) and "{claim}" in " ".join(self._texts(kind)):
+            raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators, claim_probes and chunk_head")
+        if self.per_chunk and "context" not in self.required:
+            raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
+        if kind.needs_template and self.template is None:
+            raise ValueError(f"{self.name}: template is required")
+        self._check_texts(kind)
+        if self.per_chunk and not self.chunk_state and "`context[i]`" not in (self.template or ""):
+            raise ValueError(f"{self.name}: a per-chunk template must mention `context[i]`")
+        if self.state_fields is not None and not set(self.state_fields) <= set(self.required) | set(self.optional):
+            raise ValueError(f"{self.name}: state_fields must be declared fields")
+        if self.fitted_for is not None and self.classes is None and self.combine is None:
+            raise ValueError(f"{self.name}: fitted_for goes with fitted coefficients (combine, classes)")
+        return self
+
+    def _check_shape(self) -> None:
+        """Fields declared once; the options or levels the question type takes, and only those."""
+        if len(set(self.required) | set(self.optional)) != len(self.required) + len(self.optional):
             raise ValueError(f"{self.name}: a field is listed twice in required/optional")
         shape = {
             "noul": self.options is None and self.levels is None,
@@ -316,12 +331,10 @@ class EvaluatorDef(_Strict):
             "typed": self.options is None and self.levels is None and self.criteria is None,
         }
         if not shape[self.question_type]:
+            takes = {"noul": "optional criteria", "choice": "options", "score": "levels", "typed": "nothing"}
             raise ValueError(
-                f"{self.name}: question_type {self.question_type!r} takes "
-                + {"noul": "optional criteria", "choice": "options", "score": "levels", "typed": "nothing"}[
-                    self.question_type
-                ]
-                + " (and nothing of the other types)"
+                f"{self.name}: question_type {self.question_type!r} takes {takes[self.question_type]}"
+                " (and nothing of the other types)"
             )
         if self.options is not None:
             names = [o.name for o in self.options]
@@ -329,56 +342,23 @@ class EvaluatorDef(_Strict):
                 raise ValueError(f"{self.name}: options must be 2..255 distinct names")
         if self.levels is not None and not 2 <= len(self.levels) <= 10:
             raise ValueError(f"{self.name}: levels must number 2..10")
-        compatible = {  # question type, per_chunk, per_claim
-            "probability": ("noul", False, False),
-            "rubric": ("score", False, False),
-            "chunk_precision": ("noul", True, False),
-            "chunk_support": ("choice", True, False),
-            "claim_share": ("noul", False, True),
-            "typed_question": ("typed", False, False),
-            "chunk_evidence": ("noul", True, False),
-            "chunk_probes": ("choice", True, False),
-            "entity_recall": ("score", False, False),
-            "answer_probes": ("score", False, False),
-            "chunk_head": ("choice", True, False),
-        }[self.scoring]
-        if (self.question_type, self.per_chunk, self.per_claim) != compatible:
-            raise ValueError(
-                f"{self.name}: scoring {self.scoring!r} needs question_type {compatible[0]!r} "
-                f"with per_chunk={compatible[1]} and per_claim={compatible[2]}"
-            )
-        if (self.scoring == "chunk_head") != (self.head is not None):
-            raise ValueError(f"{self.name}: chunk_head scoring needs head (and only it)")
-        if self.scoring == "chunk_head" and (not self.chunk_state or "{claim}" not in (self.template or "")):
-            raise ValueError(f"{self.name}: chunk_head asks over each chunk alone (chunk_state), quoting {{claim}}")
-        if self.scoring in ("chunk_support", "chunk_probes", "chunk_head"):
-            option_names = {o.name for o in self.options or ()}
-            if not {"supports", "contradicts"} <= option_names:
-                raise ValueError(f"{self.name}: chunk_support scoring needs options 'supports' and 'contradicts'")
-        if self.contrast is not None and (
-            self.scoring not in ("probability", "claim_share") or "context" not in self.required
-        ):
-            raise ValueError(
-                f"{self.name}: contrast 'context' needs scoring 'probability' or 'claim_share' and a required `context`"
-            )
-        if self.per_claim and ("output" not in self.required or "{claim}" not in (self.template or "")):
-            raise ValueError(f"{self.name}: a per-claim evaluator must require `output` and quote `{{claim}}`")
-        if not (self.per_claim or self.claim_probes or self.scoring == "chunk_head") and "{claim}" in " ".join(
-            self._texts()
-        ):
-            raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators and claim_probes")
-        if self.claim_probes and (
-            self.scoring != "chunk_probes" or not all("{claim}" in t for t in (self.probes or {}).values())
-        ):
-            raise ValueError(f"{self.name}: claim_probes is for chunk_probes scoring, each probe quoting {{claim}}")
-        if self.per_chunk and "context" not in self.required:
-            raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
-        if self.question_type == "typed":
-            if self.template is not None or "question" not in self.required:
-                raise ValueError(f"{self.name}: a typed evaluator has no template and requires `question`")
-        elif self.template is None and self.scoring not in ("chunk_probes", "entity_recall", "answer_probes"):
-            raise ValueError(f"{self.name}: template is required")
-        for text in self._texts():
+
+    def _check_kind_fields(self, kind: ScoringKind) -> None:
+        """The fields only some kinds take: set only when this kind takes them, and set when it needs them."""
+        for name in sorted(KIND_FIELDS):
+            given = getattr(self, name) != type(self).model_fields[name].default
+            if given and name not in kind.fields:
+                takers = [k.name for k in KINDS.values() if name in k.fields]
+                raise ValueError(f"{self.name}: {name} is for {', '.join(takers)} scoring, not {self.scoring!r}")
+            if not given and kind.fields.get(name, False):
+                raise ValueError(f"{self.name}: {self.scoring} scoring needs {name}")
+
+    def _check_texts(self, kind: ScoringKind) -> None:
+        """Every `` `field` `` reference names a declared field; every ``{name}`` is the kind's own
+        placeholder or quotes a declared field where the kind allows quoting."""
+        declared = set(self.required) | set(self.optional)
+        own = kind.placeholders(self)
+        for text in self._texts(kind):
             try:
                 refs = template_references(text)
             except ValueError as exc:
@@ -391,69 +371,21 @@ class EvaluatorDef(_Strict):
                     )
                 if index is not None and (field != "context" or index != "i" or not self.per_chunk):
                     raise ValueError(f"{self.name}: `{field}[{index}]`: only `context[i]`, in a per-chunk evaluator")
-        if self.per_chunk and not self.chunk_state and "`context[i]`" not in (self.template or ""):
-            raise ValueError(f"{self.name}: a per-chunk template must mention `context[i]`")
-        if self.chunk_state and not self.per_chunk:
-            raise ValueError(f"{self.name}: chunk_state is for per-chunk evaluators")
-        for text in self._texts():
             for ref in _PLACEHOLDER.findall(text):
-                if ref == "claim":
+                if ref in own:
                     continue
-                if ref == "entity" and self.scoring == "entity_recall":
-                    continue
-                if ref == "answer" and self.scoring == "answer_probes":
-                    continue
-                if ref not in declared or not (self.chunk_state or self.scoring == "answer_probes"):
+                if ref not in declared or not (self.chunk_state or kind.quotes_fields):
                     raise ValueError(
                         f"{self.name}: `{{{ref}}}` quotes a field only in a chunk_state or answer_probes evaluator"
                     )
-        if self.state_fields is not None and not set(self.state_fields) <= declared:
-            raise ValueError(f"{self.name}: state_fields must be declared fields")
-        if (self.scoring == "chunk_evidence") != (self.likelihood is not None):
-            raise ValueError(f"{self.name}: chunk_evidence scoring needs likelihood (and only it)")
-        if self.scoring == "chunk_evidence" and self.combine is None:
-            raise ValueError(f"{self.name}: chunk_evidence scoring needs combine")
-        if self.scoring in ("chunk_evidence", "chunk_probes") and not self.chunk_state:
-            raise ValueError(f"{self.name}: {self.scoring} scoring asks over each chunk alone (chunk_state)")
-        if (self.scoring in ("chunk_probes", "answer_probes")) != (
-            self.probes is not None and self.classes is not None
-        ):
-            raise ValueError(
-                f"{self.name}: chunk_probes and answer_probes scorings need probes and classes (and only they)"
-            )
-        if (self.scoring == "answer_probes") != (self.answer_state is not None) or (
-            self.sentence_probe is not None and self.scoring != "answer_probes"
-        ):
-            raise ValueError(f"{self.name}: answer_probes scoring needs answer_state (and only it)")
-        if self.answer_state is not None and "{answer}" not in self.answer_state:
-            raise ValueError(f"{self.name}: answer_state must hold {{answer}}")
-        if self.fitted_for is not None and self.classes is None and self.combine is None:
-            raise ValueError(f"{self.name}: fitted_for goes with fitted coefficients (combine, classes)")
-        if self.classes is not None:
-            outcomes = [o.name for o in self.options or ()] or [str(k) for k in range(len(self.levels or ()))]
-            if set(self.classes) != set(outcomes):
-                raise ValueError(f"{self.name}: classes must be the options (or the level indices), one each")
-            known = {f"{p}{suffix}" for p in self.probes or {} for suffix in ("", "_rel")}
-            known |= {"pad"} if self.sentence_probe else set()
-            for c in self.classes.values():
-                if not set(c.weights) <= known:
-                    raise ValueError(
-                        f"{self.name}: class weights name unknown features {sorted(set(c.weights) - known)}"
-                    )
-        if (self.scoring == "entity_recall") != (self.entity_template is not None):
-            raise ValueError(f"{self.name}: entity_recall scoring needs entity_template (and only it)")
-        if self.entity_template is not None and "{entity}" not in self.entity_template:
-            raise ValueError(f"{self.name}: entity_template must quote {{entity}}")
-        return self
 
-    def _texts(self) -> list[str]:
+    def _texts(self, kind: ScoringKind) -> list[str]:
         texts = [self.template or ""]
         if self.criteria is not None:
             texts += [t for t in (self.criteria.true, self.criteria.false) if t]
         texts += [o.description for o in self.options or ()]
         texts += list(self.levels or ())
-        texts += [t for t in (self.entity_template, self.sentence_probe) if t] + list((self.probes or {}).values())
-        return texts
+        return texts + kind.texts(self)
 
     @property
     def top_level(self) -> int:

@@ -1,21 +1,27 @@
-"""Evaluator -> typed System One questions over the item's state (spec B.2).
+"""Evaluator -> typed System One questions: the keys, states and builders every kind shares (spec B.2).
 
-Each evaluator becomes one :class:`~logitjudge.engine.types.Question`, or one per chunk, under a
-namespaced id: ``"faithfulness"`` for a single question, ``"chunk_relevance.3"`` for chunk 3,
-``"<name>.1"`` for the second claim of a per-claim evaluator.
-Ids never reach the model (the engine request carries the questions alone, in order); they only
-route answers back to their evaluator. The questions are what ``POST /v1/systemone`` would give
-the engine for the same body (:mod:`logitjudge.convert`): a noul's options ``(true, false)``, a
-choice's options by name, a score's levels ``"0"``..``"n-1"``; the judge's option-order rotations
-are applied when the item is sent (:func:`logitjudge.convert.with_rotations`).
+Each question of an evaluator on an item sits under a :class:`QuestionKey`: the evaluator's name
+and where the question is asked (chunk 3, the content-free chunk, claim 1 of the output, a probe's
+name). Keys never reach the model (an engine request carries the questions alone, in order); they
+only route answers back to their evaluator's scoring, which reads them by key, never by parsing a
+string. ``str(key)`` spells it for people (``"chunk_relevance.3"``, ``"chunk_support.0.c1"``).
+
+An evaluator's questions for one item (:class:`Planned`) are asked over the whole item's state,
+or in groups over other states (:data:`Group`: each chunk alone, a content-free chunk, the output
+alone, a state of some fields only); which, is its scoring kind's choice
+(:meth:`logitjudge.rubrics.kinds.base.ScoringKind.questions`). The questions are what
+``POST /v1/systemone`` would give the engine for the same body (:mod:`logitjudge.convert`): a
+noul's options ``(true, false)``, a choice's options by name, a score's levels ``"0"``..``"n-1"``;
+the judge's option-order rotations are applied when the item is sent
+(:func:`logitjudge.convert.with_rotations`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pysbd
 
@@ -23,20 +29,115 @@ from logitjudge.contract.evaluate import Item
 from logitjudge.convert import question_to_engine
 from logitjudge.engine.prompt import render_text
 from logitjudge.engine.types import Option, Question
-from logitjudge.rubrics.definitions import EvaluatorDef
 from logitjudge.rubrics.entities import EntityCheck, check_entities
 from logitjudge.rubrics.items import parse_typed_question
 
+if TYPE_CHECKING:
+    from logitjudge.rubrics.definitions import EvaluatorDef
+
 __all__ = [
-    "question_ids",
-    "build_questions",
-    "build_groups",
-    "chunk_text",
-    "claims_of",
-    "split_sentences",
+    "QuestionKey",
+    "Group",
+    "Planned",
+    "LIKELIHOOD",
     "MAIN_GROUP",
     "NULL_GROUP",
+    "ANSWER_GROUP",
+    "ANSWER_NULL_GROUP",
+    "build_questions",
+    "one_question",
+    "noul_question",
+    "uncalibrated",
+    "head_question",
+    "chunk_text",
+    "chunk_group",
+    "chunk_state",
+    "fields_group",
+    "fields_state",
+    "quote_fields",
+    "quote_claim",
+    "claims_of",
+    "support_claims",
+    "split_sentences",
+    "entity_checks",
 ]
+
+LIKELIHOOD = "lik"
+"""The ``part`` of a key for a unit's continuation question (chunk_evidence's likelihood)."""
+
+
+@dataclass(frozen=True)
+class QuestionKey:
+    """Which question of which evaluator: the typed address of one question in an item's plan.
+
+    Attributes:
+        evaluator: the evaluator's name (a plan holds one version of each name).
+        chunk: the chunk the question is asked over or about (0-based); None when not per chunk.
+        null: asked over the content-free unit instead (the ``N/A`` chunk or output).
+        claim: the claim of the output the question quotes (0-based, :func:`claims_of` /
+            :func:`support_claims` order).
+        sentence: the sentence of the output the question is asked over (0-based).
+        entity: the entity of ``expected`` it asks about (0-based, :func:`entity_checks` order).
+        part: which of the unit's questions: a probe's name, or :data:`LIKELIHOOD`.
+    """
+
+    evaluator: str
+    chunk: int | None = None
+    null: bool = False
+    claim: int | None = None
+    sentence: int | None = None
+    entity: int | None = None
+    part: str | None = None
+
+    def __str__(self) -> str:
+        """For people and messages: ``"chunk_support.2.c1"``, ``"chunk_relevance.null.lik"``."""
+        parts = [self.evaluator]
+        if self.null:
+            parts.append("null")
+        elif self.chunk is not None:
+            parts.append(str(self.chunk))
+        parts += [
+            f"{tag}{n}" for tag, n in (("s", self.sentence), ("e", self.entity), ("c", self.claim)) if n is not None
+        ]
+        if self.part is not None:
+            parts.append(self.part)
+        return ".".join(parts)
+
+
+Group = tuple[Any, dict[QuestionKey, Question]]
+"""A group's state and its questions by key."""
+
+MAIN_GROUP = "item"
+"""The group of questions asked over the whole item (every data field in the state)."""
+NULL_GROUP = "null"
+"""The group asked over a content-free chunk (the baseline of per-chunk evaluators)."""
+ANSWER_GROUP = "answer"
+"""The group asked over the output alone (``answer_probes``); ``answer:s<j>`` over its sentence j."""
+ANSWER_NULL_GROUP = "answer:null"
+"""The group asked over the content-free output ``N/A`` (the baseline of ``answer_probes``)."""
+
+
+@dataclass
+class Planned:
+    """One evaluator's questions for one item.
+
+    Attributes:
+        item: asked over the whole item's state (the item's one request; an evaluator with
+            ``contrast`` asks them again over the state without ``context``).
+        groups: asked over other states, by group key (:func:`chunk_group`, :data:`NULL_GROUP`,
+            ...); the questions of every evaluator in one group share its request.
+    """
+
+    item: dict[QuestionKey, Question] = field(default_factory=dict)
+    groups: dict[str, Group] = field(default_factory=dict)
+
+    def add(self, group: str, state: Any, key: QuestionKey, question: Question) -> None:
+        """Put ``question`` under ``key`` in ``group`` (over ``state``, set by the group's first question)."""
+        self.groups.setdefault(group, (state, {}))[1][key] = question
+
+    def keys(self) -> list[QuestionKey]:
+        """Every key, the whole item's first, then the groups' in order."""
+        return [*self.item, *(k for _, qs in self.groups.values() for k in qs)]
 
 
 def chunk_text(template: str, index: int) -> str:
@@ -73,17 +174,14 @@ def support_claims(item: Item) -> list[str]:
     return [part.strip() for claim in claims_of(item) for part in claim.split(";") if part.strip()]
 
 
-def question_ids(defn: EvaluatorDef, n_chunks: int, n_claims: int = 0) -> list[str]:
-    """The namespaced ids of ``defn``'s questions: ``[name]``, or ``[name.0, .., name.N-1]``
-    for the N chunks (per-chunk) or the N claims (per-claim)."""
-    if defn.per_chunk:
-        return [f"{defn.name}.{i}" for i in range(n_chunks)]
-    if defn.per_claim:
-        return [f"{defn.name}.{i}" for i in range(n_claims)]
-    return [defn.name]
+def quote_claim(template: str, claim: str) -> str:
+    """``{claim}`` in ``template`` -> the claim as a JSON string."""
+    return template.replace("{claim}", json.dumps(claim, ensure_ascii=False))
 
 
-def _one(defn: EvaluatorDef, instructions: str) -> Question:
+def one_question(defn: EvaluatorDef, instructions: str) -> Question:
+    """``defn``'s question type over ``instructions``: a noul with its criteria, a choice over its
+    options, or a score over its levels (``"0"``..``"n-1"``, each described by its level)."""
     if defn.question_type == "noul":
         crit = defn.criteria
         true, false = (None, None) if crit is None else (crit.true, crit.false)
@@ -95,37 +193,27 @@ def _one(defn: EvaluatorDef, instructions: str) -> Question:
 
 def build_questions(
     defn: EvaluatorDef, item: Item, *, field: tuple[str | int, ...] = ("question",)
-) -> dict[str, Question]:
-    """``{namespaced id: question}`` for ``defn`` on ``item`` (required fields assumed present).
+) -> dict[QuestionKey, Question]:
+    """``{key: question}`` for ``defn`` over the whole item (required fields assumed present): its
+    ``template`` once (key ``(name)``), per chunk (``chunk=i``, `` `context[i]` `` naming the
+    chunk) or per claim (``claim=j``, ``{claim}`` quoting it), or the item's own typed question.
 
     Raises:
-        InvalidRequestError: ``typed_question`` and the item's ``question`` is not a valid
+        InvalidRequestError: a ``typed`` evaluator and the item's ``question`` is not a valid
             System One question (``field`` locates it).
     """
+    name = defn.name
     if defn.question_type == "typed":
-        return {defn.name: question_to_engine(parse_typed_question(item.question or {}, field=field))}
+        return {QuestionKey(name): question_to_engine(parse_typed_question(item.question or {}, field=field))}
     template = defn.template or ""
     if defn.per_chunk:
-        ids = question_ids(defn, len(item.chunks()))
-        return {qid: _one(defn, chunk_text(template, i)) for i, qid in enumerate(ids)}
+        return {
+            QuestionKey(name, chunk=i): one_question(defn, chunk_text(template, i)) for i in range(len(item.chunks()))
+        }
     if defn.per_claim:
         claims = claims_of(item)
-        ids = question_ids(defn, 0, len(claims))
-        return {
-            qid: _one(defn, template.replace("{claim}", json.dumps(claim, ensure_ascii=False)))
-            for qid, claim in zip(ids, claims, strict=True)
-        }
-    return {defn.name: _one(defn, template)}
-
-
-MAIN_GROUP = "item"
-"""The group of questions asked over the whole item (every data field in the state)."""
-NULL_GROUP = "null"
-"""The group asked over a content-free chunk (the baseline of per-chunk evaluators)."""
-ANSWER_GROUP = "answer"
-"""The group asked over the output alone (``answer_probes``); ``answer:s<j>`` over its sentence j."""
-ANSWER_NULL_GROUP = "answer:null"
-"""The group asked over the content-free output ``N/A`` (the baseline of ``answer_probes``)."""
+        return {QuestionKey(name, claim=j): one_question(defn, quote_claim(template, c)) for j, c in enumerate(claims)}
+    return {QuestionKey(name): one_question(defn, template)}
 
 
 def chunk_group(index: int) -> str:
@@ -136,6 +224,12 @@ def chunk_group(index: int) -> str:
 def fields_group(fields: tuple[str, ...]) -> str:
     """The group of questions asked over a state of ``fields`` only."""
     return "fields:" + ",".join(fields)
+
+
+def fields_state(item: Item, fields: tuple[str, ...], *, present: bool = True) -> dict[str, Any]:
+    """The state of ``fields`` only (``context`` as its list of chunks); with ``present``, the
+    fields the item has, else every one of them."""
+    return {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields if not present or item.has(f)}
 
 
 def chunk_state(chunk: Any) -> str:
@@ -152,19 +246,21 @@ def quote_fields(template: str, item: Item) -> str:
     return template
 
 
-def _noul(text: str, true: str | None = None, false: str | None = None) -> Question:
+def noul_question(text: str, true: str | None = None, false: str | None = None) -> Question:
+    """A yes/no question the engine's calibration never scales (``calibrated=False``)."""
     return Question("noul", text, (Option("true", true), Option("false", false)), calibrated=False)
 
 
-Group = tuple[Any, dict[str, Question]]
-"""A group's state and its questions by namespaced id."""
+def uncalibrated(questions: dict[QuestionKey, Question]) -> dict[QuestionKey, Question]:
+    """``questions`` with ``calibrated=False`` (asked over a state of some fields only)."""
+    return {key: replace(q, calibrated=False) for key, q in questions.items()}
 
 
 def head_question(defn: EvaluatorDef, claim: str, item: Item) -> Question:
     """The question a ``chunk_head`` evaluator asks over one chunk about one ``claim``: its
     ``template`` (``{claim}`` quoting it, ``{input}`` etc. the item's fields) as a choice over its
     options, read by its trained head. ``logitjudge fit`` trains the head on exactly this question."""
-    text = quote_fields((defn.template or "").replace("{claim}", json.dumps(claim, ensure_ascii=False)), item)
+    text = quote_fields(quote_claim(defn.template or "", claim), item)
     options = tuple(Option(o.name, o.description) for o in defn.options or ())
     return Question("choice", text, options, calibrated=False, head=defn.head.name if defn.head else None)
 
@@ -175,84 +271,3 @@ def entity_checks(item: Item) -> list[EntityCheck]:
     questions and the scoring read them from."""
     context = " \n".join(render_text(c) for c in item.chunks())
     return check_entities(render_text(item.expected), context)
-
-
-def build_groups(defn: EvaluatorDef, item: Item) -> dict[str, Group]:
-    """``{group key: (state, {namespaced id: question})}`` for an evaluator whose questions are
-    not asked over the whole item (``chunk_state``, ``state_fields`` or ``entity_recall``).
-
-    Ids: ``chunk_evidence``: ``<name>.<i>`` (the noul over chunk i), ``<name>.<i>.lik`` (its
-    continuation), ``<name>.null`` and ``<name>.null.lik`` over the content-free chunk.
-    ``chunk_probes``: ``<name>.<i>.<probe>`` per probe, and the same for ``null``
-    (``claim_probes``: ``<name>.<i>.c<j>.<probe>`` per claim j).
-    ``chunk_head``: ``<name>.<i>.c<j>`` per chunk i and claim j.
-    ``entity_recall``: ``<name>.e<k>`` for each entity k not found verbatim in the context (none
-    when every entity is found). ``answer_probes``: ``<name>.whole.<probe>`` and
-    ``<name>.null.<probe>`` per probe, ``<name>.s<j>`` per sentence (two or more). Other
-    scorings: their usual ids over a state of ``state_fields``.
-    Questions carry ``calibrated=False``: the engine's calibration (fitted on typed questions)
-    never scales them.
-    """
-    groups: dict[str, Group] = {}
-
-    def add(key: str, state: Any, qid: str, q: Question) -> None:
-        groups.setdefault(key, (state, {}))[1][qid] = q
-
-    name = defn.name
-    crit = defn.criteria
-    if defn.scoring == "entity_recall":
-        fields = defn.state_fields or ("context",)
-        state: Any = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields}
-        for k, check in enumerate(entity_checks(item)):
-            if check.status == "ask":
-                text = (defn.entity_template or "").replace("{entity}", json.dumps(check.entity, ensure_ascii=False))
-                add(fields_group(fields), state, f"{name}.e{k}", _noul(text))
-        return groups
-    if defn.scoring == "answer_probes":
-
-        def answer_unit(text: str) -> str:
-            return (defn.answer_state or "").replace("{input}", render_text(item.input)).replace("{answer}", text)
-
-        output = render_text(item.output)
-        for key, text, tag in ((ANSWER_GROUP, output, "whole"), (ANSWER_NULL_GROUP, "N/A", "null")):
-            for probe, template in (defn.probes or {}).items():
-                add(key, answer_unit(text), f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
-        sentences = split_sentences(output) if isinstance(item.output, str) else []
-        if defn.sentence_probe and len(sentences) >= 2:
-            helps = _noul(quote_fields(defn.sentence_probe, item))
-            for j, sentence in enumerate(sentences):
-                add(f"{ANSWER_GROUP}:s{j}", answer_unit(sentence), f"{name}.s{j}", helps)
-        return groups
-    if defn.scoring == "chunk_head":
-        claims = support_claims(item)
-        for i, c in enumerate(item.chunks()):
-            for j, claim in enumerate(claims):
-                add(chunk_group(i), chunk_state(c), f"{name}.{i}.c{j}", head_question(defn, claim, item))
-        return groups
-    if defn.chunk_state:
-        text = quote_fields(defn.template or "", item)
-        null_chunk = defn.likelihood.null_chunk if defn.likelihood else "N/A"
-        units = [(chunk_group(i), chunk_state(c), str(i)) for i, c in enumerate(item.chunks())]
-        if defn.scoring in ("chunk_evidence", "chunk_probes"):
-            units.append((NULL_GROUP, chunk_state(null_chunk), "null"))
-        for key, passage, tag in units:
-            if defn.scoring == "chunk_probes":
-                for probe, template in (defn.probes or {}).items():
-                    if not defn.claim_probes:
-                        add(key, passage, f"{name}.{tag}.{probe}", _noul(quote_fields(template, item)))
-                        continue
-                    for j, claim in enumerate(support_claims(item)):
-                        text = quote_fields(template.replace("{claim}", json.dumps(claim, ensure_ascii=False)), item)
-                        add(key, passage, f"{name}.{tag}.c{j}.{probe}", _noul(text))
-                continue
-            add(key, passage, f"{name}.{tag}", _noul(text, crit.true if crit else None, crit.false if crit else None))
-            if defn.likelihood is not None:
-                scored = render_text(getattr(item, defn.likelihood.text))
-                q = Question("continuation", defn.likelihood.instructions, (Option(scored),), calibrated=False)
-                add(key, passage, f"{name}.{tag}.lik", q)
-        return groups
-    fields = defn.state_fields or ()
-    state = {f: (item.chunks() if f == "context" else getattr(item, f)) for f in fields if item.has(f)}
-    qs = build_questions(defn, item)
-    groups[fields_group(fields)] = (state, {qid: replace(q, calibrated=False) for qid, q in qs.items()})
-    return groups

@@ -4,9 +4,10 @@ For each item the selected evaluators' typed questions are gathered under namesp
 sent as **one** :class:`~logitjudge.engine.types.EngineRequest` over **one** state (spec B.2):
 one forward pass over that state. A batch of items goes to ``judge.answer_many`` in one call
 (still one request, one state per item; the engine may share forward passes between items).
-Ids stay here: the typed answers come back in question order and are routed back to their
-evaluator by namespace, then scored with their questions by the pure functions of
-:mod:`logitjudge.rubrics.scoring`.
+Keys stay here: the typed answers come back in question order and are routed back to their
+evaluator by the typed key its scoring kind asked each question under
+(:class:`~logitjudge.rubrics.questions.QuestionKey`), then scored by that kind
+(:func:`logitjudge.rubrics.scoring.score_evaluator`).
 
 Contrast (``"contrast": "context"`` in an evaluator's definition, e.g. faithfulness): the
 item's questions of such evaluators are also sent over the state without ``context``, as a
@@ -33,17 +34,10 @@ from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
 from logitjudge.rubrics.judgelike import JudgeLike
-from logitjudge.rubrics.questions import MAIN_GROUP, Group, build_groups, build_questions
+from logitjudge.rubrics.kinds import kind_of
+from logitjudge.rubrics.questions import MAIN_GROUP, Group, Planned, QuestionKey
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.scoring import (
-    GROUP_SCORINGS,
-    SCALED_SCORINGS,
-    Answered,
-    errored,
-    score_answers,
-    score_groups,
-    skipped,
-)
+from logitjudge.rubrics.scoring import Answered, errored, score_evaluator, skipped
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
@@ -80,22 +74,45 @@ class MissingFieldError(InvalidRequestError):
 
 @dataclass
 class ItemPlan:
-    """What one item sends: its state, its namespaced typed questions, and who owns which ids."""
+    """What one item sends: its state, its typed questions by key, and who owns which keys."""
 
     item: Item
     state: dict[str, Any]
-    questions: dict[str, Question] = field(default_factory=dict)
-    owners: list[tuple[Selected, list[str]]] = field(default_factory=list)
+    questions: dict[QuestionKey, Question] = field(default_factory=dict)
+    owners: list[tuple[Selected, list[QuestionKey]]] = field(default_factory=list)
     early: dict[str, EvaluatorResult] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
-    contrast: dict[str, Question] = field(default_factory=dict)
+    contrast: dict[QuestionKey, Question] = field(default_factory=dict)
     """The questions of evaluators with ``contrast: "context"``, asked again without ``context``."""
     groups: dict[str, Group] = field(default_factory=dict)
-    """Questions not asked over the whole item, by group (:func:`~logitjudge.rubrics.questions.build_groups`):
+    """Questions not asked over the whole item, by group (:class:`~logitjudge.rubrics.questions.Planned`):
     each chunk alone, a content-free chunk, or a state of some fields only."""
     notes: dict[str, str] = field(default_factory=dict)
     """An ``x_warning`` per evaluator name from planning (a head-read evaluator answered by its
     fallback version: :func:`with_head_fallbacks`)."""
+
+    def add(self, sel: Selected, planned: Planned) -> None:
+        """Take ``sel``'s questions (its kind's :meth:`~logitjudge.rubrics.kinds.base.ScoringKind.questions`):
+        those over the whole item into :attr:`questions` (and :attr:`contrast` with ``contrast``),
+        the others into their :attr:`groups`."""
+        self.questions.update(planned.item)
+        if sel.definition.contrast == "context":
+            self.contrast.update(planned.item)
+        for key, (state, qs) in planned.groups.items():
+            self.groups.setdefault(key, (state, {}))[1].update(qs)
+        self.owners.append((sel, planned.keys()))
+
+    def drop(self, keys: Sequence[QuestionKey]) -> None:
+        """Remove the questions under ``keys`` (and groups left empty)."""
+        for key in keys:
+            self.questions.pop(key, None)
+            self.contrast.pop(key, None)
+        for group in list(self.groups):
+            qs = self.groups[group][1]
+            for key in keys:
+                qs.pop(key, None)
+            if not qs:
+                del self.groups[group]
 
     def n_questions(self) -> int:
         """Questions this item asks over all its requests (a contrast twin's copies not counted)."""
@@ -219,25 +236,14 @@ def plan_item(
                 )
             plan.early[defn.name] = skipped(defn, _missing_reason(missing, item))
             continue
-        if defn.chunk_state or defn.state_fields is not None or defn.scoring in GROUP_SCORINGS:
-            ids: list[str] = []
-            for key, (state, qs) in build_groups(defn, item).items():
-                group = plan.groups.setdefault(key, (state, {}))
-                group[1].update(qs)
-                ids += list(qs)
-            plan.owners.append((sel, ids))
-            continue
         try:
-            qs = build_questions(defn, item, field=(*field_prefix, "question"))
+            planned = kind_of(defn).questions(defn, item, field=(*field_prefix, "question"))
         except InvalidRequestError as exc:
             if strict:
                 raise
             plan.early[defn.name] = errored(defn, exc.message)
             continue
-        plan.questions.update(qs)
-        plan.owners.append((sel, list(qs)))
-        if defn.contrast == "context":
-            plan.contrast.update(qs)
+        plan.add(sel, planned)
     return plan
 
 
@@ -284,9 +290,16 @@ def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Ma
 
 def reads_own_head(defn: EvaluatorDef) -> bool:
     """True when a head named after ``defn`` (trained by ``logitjudge fit --evaluator NAME`` on your
-    labels) can read its question: one typed question over the whole item (``probability`` or
-    ``rubric`` scoring, not per chunk or claim)."""
-    return defn.head is None and defn.scoring in ("probability", "rubric") and not (defn.per_chunk or defn.per_claim)
+    labels) can read its question: one typed question over the whole item (a kind that says so,
+    :attr:`~logitjudge.rubrics.kinds.base.ScoringKind.reads_own_head`: ``probability`` or
+    ``rubric`` scoring, not over a state of ``state_fields``)."""
+    kind = kind_of(defn)
+    return (
+        defn.head is None
+        and kind.reads_own_head
+        and not (kind.per_chunk or kind.per_claim)
+        and defn.state_fields is None
+    )
 
 
 def with_head_fallbacks(
@@ -317,26 +330,43 @@ def with_head_fallbacks(
         if defn.head.name in heads:
             continue
         fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
-        for key in list(plan.groups):
-            qs = plan.groups[key][1]
-            for qid in ids:
-                qs.pop(qid, None)
-            if not qs:
-                del plan.groups[key]
-        for qid in ids:
-            plan.questions.pop(qid, None)
-        new_ids: list[str] = []
-        if fallback.chunk_state or fallback.state_fields is not None or fallback.scoring in GROUP_SCORINGS:
-            for key, (state, qs) in build_groups(fallback, plan.item).items():
-                plan.groups.setdefault(key, (state, {}))[1].update(qs)
-                new_ids += list(qs)
-        else:
-            qs = build_questions(fallback, plan.item)
-            plan.questions.update(qs)
-            new_ids = list(qs)
-        plan.owners[k] = (Selected(fallback, sel.explicit), new_ids)
+        plan.drop(ids)
+        plan.add(Selected(fallback, sel.explicit), kind_of(fallback).questions(fallback, plan.item))
+        plan.owners[k] = plan.owners.pop()
         plan.notes[defn.name] = head_fallback_warning(defn, fallback, engine)
     return plan
+
+
+@dataclass
+class _Collected:
+    """An item's answers by key, and why the questions without one have none."""
+
+    answers: dict[QuestionKey, Answered] = field(default_factory=dict)
+    twin: dict[QuestionKey, Answered] = field(default_factory=dict)
+    """The contrast questions' answers over the state without ``context``."""
+    failed: dict[QuestionKey, str] = field(default_factory=dict)
+    twin_failed: dict[QuestionKey, str] = field(default_factory=dict)
+
+
+def _collect(plan: ItemPlan, responses: Mapping[str, Response]) -> tuple[_Collected, EvaluateUsage]:
+    """Route each request's answers back to their keys (in question order), and count the usage."""
+    got = _Collected()
+    questions: dict[str, dict[QuestionKey, Question]] = {MAIN_GROUP: plan.questions, CONTRAST_GROUP: plan.contrast}
+    questions.update({key: qs for key, (_, qs) in plan.groups.items()})
+    tokens = outputs = requests = 0
+    for key, qs in questions.items():
+        response = responses.get(key)
+        answers, failed = (got.twin, got.twin_failed) if key == CONTRAST_GROUP else (got.answers, got.failed)
+        if isinstance(response, EngineResult):
+            tokens, outputs = tokens + response.usage.input_tokens, outputs + response.usage.output_tokens
+            requests += 1
+            answers.update({k: Answered(q, a) for (k, q), a in zip(qs.items(), response.answers, strict=True)})
+        elif qs:
+            why = "no answer" if response is None else f"{type(response).__name__}: {response.message}"
+            if key == CONTRAST_GROUP:
+                why = f"the request without `context` failed: {why}"
+            failed.update({k: why for k in qs})
+    return got, EvaluateUsage(input_tokens=tokens, output_tokens=outputs, requests=requests)
 
 
 def finish_plan(
@@ -362,45 +392,28 @@ def finish_plan(
         dict(response) if isinstance(response, Mapping) else {MAIN_GROUP: response, CONTRAST_GROUP: contrast}
     )
     results: dict[str, EvaluatorResult] = dict(plan.early)
-    questions: dict[str, dict[str, Question]] = {MAIN_GROUP: plan.questions, CONTRAST_GROUP: plan.contrast}
-    questions.update({key: qs for key, (_, qs) in plan.groups.items()})
-    by_id: dict[str, Answered] = {}
-    failed: dict[str, str] = {}  # question id -> why its request failed
-    tokens = outputs = requests = 0
-    for key, qs in questions.items():
-        got = responses.get(key)
-        if isinstance(got, EngineResult):
-            tokens, outputs, requests = tokens + got.usage.input_tokens, outputs + got.usage.output_tokens, requests + 1
-            prefix = "~" if key == CONTRAST_GROUP else ""
-            by_id.update({prefix + qid: Answered(q, a) for (qid, q), a in zip(qs.items(), got.answers, strict=True)})
-        elif qs:
-            why = "no answer" if got is None else f"{type(got).__name__}: {got.message}"
-            if key == CONTRAST_GROUP:
-                why = f"the request without `context` failed: {why}"
-            failed.update({("~" if key == CONTRAST_GROUP else "") + qid: why for qid in qs})
-    usage = EvaluateUsage(input_tokens=tokens, output_tokens=outputs, requests=requests)
-    for sel, ids in plan.owners:
+    got, usage = _collect(plan, responses)
+    for sel, keys in plan.owners:
         defn = sel.definition
-        needed = [*ids, *(f"~{i}" for i in ids if defn.contrast is not None)]
-        missing = [failed[i] for i in needed if i in failed]
+        twin = defn.contrast is not None
+        missing = [got.failed[k] for k in keys if k in got.failed]
+        missing += [got.twin_failed[k] for k in keys if twin and k in got.twin_failed]
         if missing:
             results[defn.name] = errored(defn, missing[0])
             continue
-        own = [by_id[i] for i in ids]
-        baseline = [by_id[f"~{i}"] for i in ids] if defn.contrast is not None else None
+        own = {k: got.answers[k] for k in keys}
         try:
+            baseline = {k: got.twin[k] for k in keys} if twin else None
             scaling = None
-            head_read = any(a.answer.label_probabilities is not None for a in own)
-            if defn.scoring in SCALED_SCORINGS and not head_read:  # a head's answer is not rescaled
+            head_read = any(a.answer.label_probabilities is not None for a in own.values())
+            if kind_of(defn).scaled and not head_read:  # a head's answer is not rescaled
                 scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
-            if defn.scoring in GROUP_SCORINGS:
-                scored = score_groups(defn, dict(zip(ids, own)), thresholds.get(defn.name), plan.item)
-            else:
-                scored = score_answers(defn, own, thresholds.get(defn.name), baseline, scaling)
+            scored = score_evaluator(defn, own, thresholds.get(defn.name), plan.item, baseline, scaling)
         except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question
             results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
             continue
-        mass = lowest_option_mass([a for a in (*own, *(baseline or ())) if a.question.type != "continuation"])
+        answered = [*own.values(), *(baseline or {}).values()]
+        mass = lowest_option_mass([a for a in answered if a.question.type != "continuation"])
         extra: dict[str, Any] = {} if mass is None else {"x_option_mass": mass}
         said = [plan.notes.get(defn.name), (warnings or {}).get(evaluator_key(defn.name, defn.version))]
         warning = " ".join(w for w in said if w) or None
@@ -549,5 +562,5 @@ def debiased(answered: Sequence[_Responses]) -> tuple[list[_Responses], dict[str
 def _typed_questions(plan: ItemPlan) -> list[Question | None]:
     """The plan's questions in request order, None for those the ``typed_question`` evaluator
     does not own (the evaluators' rubric questions are never batch-calibrated)."""
-    typed = {i for sel, ids in plan.owners if sel.definition.scoring == "typed_question" for i in ids}
-    return [q if qid in typed else None for qid, q in plan.questions.items()]
+    typed = {k for sel, keys in plan.owners if kind_of(sel.definition).batch_debiased for k in keys}
+    return [q if key in typed else None for key, q in plan.questions.items()]

@@ -17,7 +17,7 @@ from logitjudge.contract.evaluate import Item
 from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.definitions import Catalogue, EvaluatorDef
-from logitjudge.rubrics.questions import build_questions, claims_of, split_sentences
+from logitjudge.rubrics.questions import QuestionKey, build_questions, claims_of, split_sentences
 from logitjudge.rubrics.registry import Registry, default_registry
 from logitjudge.rubrics.scoring import contrast_probability
 
@@ -64,11 +64,12 @@ def test_claims_of_a_structured_output_is_one_compact_json_claim():
 
 def test_one_question_per_claim_quoting_it_as_json():
     qs = build_questions(_defn(), Item.model_validate(ITEM))
-    assert list(qs) == ["claims.0", "claims.1"]
-    assert qs["claims.0"].instructions == (
+    first, second = QuestionKey("claims", claim=0), QuestionKey("claims", claim=1)
+    assert list(qs) == [first, second] and [str(k) for k in qs] == ["claims.c0", "claims.c1"]
+    assert qs[first].instructions == (
         'This sentence of `output` is supported by `context`: "The Oberoi Group is based in Delhi."'
     )
-    assert qs["claims.1"].instructions.endswith('"It was founded in 1934 by Dr. M. S. Oberoi."')
+    assert qs[second].instructions.endswith('"It was founded in 1934 by Dr. M. S. Oberoi."')
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ from logitjudge.contract.evaluate import Item
 from logitjudge.errors import ContextOverflowError, UnknownModelError
 from logitjudge.rubrics.api import evaluate
 from logitjudge.rubrics.items import normalize_row
+from logitjudge.rubrics.questions import QuestionKey
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import MissingFieldError, plan_item
 
@@ -62,7 +63,7 @@ def test_all_evaluators_of_one_item_make_exactly_one_engine_call_with_one_state(
 def test_question_ids_are_namespaced_and_never_reach_the_engine(scripted):
     versions_1 = ["chunk_relevance@1", "chunk_support@1", "RAG"]  # the per-chunk questions over the item
     plan = plan_item(Item.model_validate(ITEM), default_registry().select(versions_1), strict=True)
-    assert list(plan.questions)[:6] == [
+    assert [str(key) for key in plan.questions][:6] == [
         "chunk_relevance.0",
         "chunk_relevance.1",
         "chunk_relevance.2",
@@ -70,7 +71,7 @@ def test_question_ids_are_namespaced_and_never_reach_the_engine(scripted):
         "chunk_support.1",
         "chunk_support.2",
     ]
-    assert "faithfulness" in plan.questions
+    assert QuestionKey("faithfulness") in plan.questions
     judge = scripted(lambda s, q: [1.0] * len(q.options))
     evaluate(judge, [ITEM], ["RAG"])
     text = json.dumps([str(q) for q in judge.engine.calls[0][0].questions])

@@ -14,7 +14,8 @@ import pytest
 from logitjudge.contract.evaluate import Item
 from logitjudge.rubrics import evaluate
 from logitjudge.rubrics.entities import check_entities, entities_of, find_in, has_number, normalise
-from logitjudge.rubrics.questions import build_groups, chunk_group
+from logitjudge.rubrics.kinds import kind_of
+from logitjudge.rubrics.questions import chunk_group
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import plan_item
 from logitjudge.rubrics.scoring import count_distribution, level_of_share, share_levels
@@ -26,6 +27,11 @@ ITEM = {
     "expected": "$42 per billion input tokens (Jev, 2024).",
     "context": ["Price: $42 per billion input tokens.", "SECRET-PELICAN founded in 2024."],
 }
+
+
+def build_groups(defn, item):
+    """The groups ``defn``'s kind asks ``item``'s questions in (state, questions by key)."""
+    return kind_of(defn).questions(defn, item).groups
 
 
 def test_each_chunk_is_its_own_request_and_holds_only_that_chunk():

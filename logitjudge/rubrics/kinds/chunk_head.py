@@ -1,0 +1,95 @@
+"""``chunk_head``: per chunk and claim of the output, the template's choice over the chunk alone,
+read by a trained head; a chunk is judged by the claim it speaks to most; the item as chunk
+support (any contradiction fails)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from logitjudge.contract.evaluate import EvaluatorResult, Item
+from logitjudge.rubrics.kinds.base import Answers, ScoringKind, need_support_options
+from logitjudge.rubrics.questions import (
+    Planned,
+    QuestionKey,
+    chunk_group,
+    chunk_state,
+    head_question,
+    support_claims,
+)
+from logitjudge.rubrics.results import support_result
+
+if TYPE_CHECKING:
+    from logitjudge.engine.calibration import Scaling
+    from logitjudge.rubrics.definitions import EvaluatorDef
+
+__all__ = ["ChunkHead", "score_chunk_head"]
+
+
+def score_chunk_head(defn: EvaluatorDef, answers: Answers, threshold: float, n_chunks: int) -> EvaluatorResult:
+    """Per chunk and claim: the trained head's distribution over the options (the question
+    keyed ``chunk=i, claim=j``); each chunk is judged by the claim it speaks to most (the lowest
+    P(unrelated)); then the item as :func:`~logitjudge.rubrics.results.support_result`.
+    ``x_features`` of a detail: the claim's index and the label readout's P(option)
+    (``zero_shot_<option>``), for comparison."""
+    names = [o.name for o in defn.options or ()]
+    n_claims = len({k.claim for k in answers if k.chunk == 0 and k.claim is not None})
+    per_chunk = []
+    for i in range(n_chunks):
+        judged = []
+        for j in range(n_claims):
+            a = answers[QuestionKey(defn.name, chunk=i, claim=j)]
+            zero = a.answer.label_probabilities or a.answer.probabilities
+            feats = {"claim": float(j), **{f"zero_shot_{n}": float(p) for n, p in zip(names, zero)}}
+            judged.append((feats, dict(zip(names, a.answer.probabilities))))
+        per_chunk.append(judged)
+    return support_result(defn, per_chunk, threshold)
+
+
+class ChunkHead(ScoringKind):
+    """Over each chunk alone, per claim of the output (:func:`~logitjudge.rubrics.questions.support_claims`):
+    :func:`~logitjudge.rubrics.questions.head_question` (key ``chunk=i, claim=j``), read by the
+    trained ``head``: :func:`score_chunk_head`. Without the head the runner asks ``head.fallback``."""
+
+    name = "chunk_head"
+    summary = (
+        "per chunk alone and per claim of the output, the template's choice read by the trained `head`; a "
+        "chunk takes the claim it speaks to most; score = max(0, (S - C) / N); label the worst chunk label; "
+        "passed when no chunk contradicts and score >= threshold"
+    )
+    question_type = "choice"
+    per_chunk = True
+    fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "head": True}
+
+    def placeholders(self, defn: EvaluatorDef) -> frozenset[str]:
+        return frozenset({"claim"})
+
+    def check(self, defn: EvaluatorDef) -> None:
+        if "{claim}" not in (defn.template or ""):
+            raise ValueError(f"{defn.name}: chunk_head asks over each chunk alone (chunk_state), quoting {{claim}}")
+        need_support_options(defn)
+
+    def questions(self, defn: EvaluatorDef, item: Item, *, field: tuple[str | int, ...] = ("question",)) -> Planned:
+        claims = support_claims(item)
+        planned = Planned()
+        for i, c in enumerate(item.chunks()):
+            for j, claim in enumerate(claims):
+                planned.add(
+                    chunk_group(i),
+                    chunk_state(c),
+                    QuestionKey(defn.name, chunk=i, claim=j),
+                    head_question(defn, claim, item),
+                )
+        return planned
+
+    def score(
+        self,
+        defn: EvaluatorDef,
+        answers: Answers,
+        threshold: float,
+        item: Item,
+        *,
+        baseline: Answers | None = None,
+        scaling: Scaling | None = None,
+    ) -> EvaluatorResult:
+        return score_chunk_head(defn, answers, threshold, len(item.chunks()))
