@@ -5,7 +5,8 @@ them under, through the kind its definition's ``scoring`` names
 (:data:`logitjudge.rubrics.kinds.KINDS`; each kind's module documents its score, label and pass
 rule). :func:`score_answers` is the same for a kind that asks over the whole item, given its
 answers in question order. The result fields every kind shares (labels, yes/no and rubric
-fields, per-chunk rows) are built by :mod:`logitjudge.rubrics.results`, re-exported here.
+fields, per-chunk rows) are built by :mod:`logitjudge.rubrics.results`; those, and the pure
+scoring functions of the kinds that other modules name, are re-exported here.
 
 ============== ============================ ====================== ==========================
 scoring        score                        label                  passed
@@ -38,7 +39,11 @@ from typing import TYPE_CHECKING
 
 from logitjudge.contract.evaluate import EvaluatorResult, Item
 from logitjudge.rubrics.kinds import KINDS, kind_of
+from logitjudge.rubrics.kinds.answer_probes import answer_features
 from logitjudge.rubrics.kinds.base import Answers, ScoringKind, SequenceKind
+from logitjudge.rubrics.kinds.chunk_evidence import chunk_features
+from logitjudge.rubrics.kinds.probability import score_probability
+from logitjudge.rubrics.kinds.rubric import score_rubric
 from logitjudge.rubrics.kinds.typed_question import score_typed_question
 from logitjudge.rubrics.results import (
     Answered,
@@ -63,7 +68,11 @@ __all__ = [
     "SCALED_SCORINGS",
     "score_evaluator",
     "score_answers",
+    "score_probability",
+    "score_rubric",
     "score_typed_question",
+    "chunk_features",
+    "answer_features",
     "clipped_logit",
     "contrast_probability",
     "count_distribution",
