@@ -161,6 +161,7 @@ class Engine:
         )
         self.path_counts: collections.Counter[str] = collections.Counter()
         self.readout = Readout(lm.model)
+        self.readout.decision_head = getattr(self.prompt, "head", None)  # a checkpoint's own head (engine.interop)
 
     @classmethod
     def load(cls, model: str | None = None, config: EngineConfig | None = None, **options: Any) -> Engine:

@@ -19,18 +19,26 @@ that prompt through this engine's packing and readout, instead of :mod:`logitjud
   the readout's per-view softmax; a calibration, if any, applies after it.
 
 With equal prompts the probabilities equal the pipeline's (``tests/engine/test_decision.py``).
+A model with its own decision head (a ``JevForDecision`` folder, or a base model with
+``head.safetensors`` beside its weights: :mod:`logitjudge.engine.interop`) is served with its
+checkpoint's prompt (its template, or without one the pipeline's generic prompt in the model's
+chat template, read at the last token) and its head scores the options in place of their label
+tokens: each option's "label" is the head's slot for it (:meth:`DecisionPromptBuilder.views`),
+asked in the template's one option order, as the pipeline does (no rotations).
+
 Not supported (:class:`~logitjudge.errors.UnsupportedModelError` at load): templates reading
 ``questions`` (all questions in one prompt: they would see each other), more than one mark per
-prompt, models with their own decision heads (``XxxForDecision``), LoRA ``adapter`` subfolders,
-and ``sanitize_control_tokens: false``. A continuation question (the engine's likelihood
-readout) has no place in a decision template: it is refused per request.
+prompt, LoRA ``adapter`` subfolders, ``sanitize_control_tokens: false``, and decision heads on the
+vLLM backend. A continuation question (the engine's likelihood readout) has no place in a
+decision template: it is refused per request.
 
 Source: transformers 5.24 ``transformers/decision/{configuration_utils,template_utils}.py`` and
-``pipelines/decision.py``.
+``pipelines/decision.py`` (5.25 for decision heads).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -41,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from logitjudge.engine.interop import DecisionCheckpoint, DecisionHead, read_checkpoint
 from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt, View, display_order, render_text
 from logitjudge.engine.types import Question, Text
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
@@ -62,14 +71,16 @@ class DecisionSettings:
     """A model directory's ``decision.json`` and ``decision_template.jinja``.
 
     Attributes:
-        template: the Jinja chat template.
+        template: the Jinja chat template; ``None``: the pipeline's generic prompt as the user
+            message of the model's own chat template (decision-head checkpoints only).
         labels: single-token option labels per question type (``noul``, ``choice``, ``score``).
         temperature: per question type, > 0 (1 = none).
         noul_options: the order in which a noul's ``true`` and ``false`` reach the template.
-        digest: sha256 of the two files' bytes (part of the prompt version).
+        digest: sha256 of the two files' bytes (part of the prompt version); for a decision
+            head, of the settings, the template and the head's weights.
     """
 
-    template: str
+    template: str | None
     labels: dict[str, list[str]] = field(default_factory=dict)
     temperature: dict[str, float] = field(default_factory=dict)
     noul_options: tuple[str, str] = ("true", "false")
@@ -92,16 +103,33 @@ class DecisionSettings:
 
 
 def question_prompt(
-    source: str, tokenizer: Any, version: str, max_single_token_labels: int | None = None
+    source: str,
+    tokenizer: Any,
+    version: str,
+    max_single_token_labels: int | None = None,
+    *,
+    decision_heads: bool = True,
 ) -> QuestionPrompt:
     """The prompt builder of a model at ``source`` (a directory, or a name): the model's own
-    :class:`DecisionPromptBuilder` when the directory keeps a ``decision_template.jinja``, else the
-    engine's :class:`~logitjudge.engine.prompt.PromptBuilder` of prompt ``version``. Both backends
-    (transformers and vLLM) choose their prompt here.
+    :class:`DecisionPromptBuilder` when the directory holds a decision head
+    (:func:`~logitjudge.engine.interop.read_checkpoint`) or keeps a ``decision_template.jinja``,
+    else the engine's :class:`~logitjudge.engine.prompt.PromptBuilder` of prompt ``version``.
+    Both backends (transformers and vLLM) choose their prompt here; ``decision_heads=False``
+    (vLLM, which scores label tokens itself) refuses a decision head.
 
     Raises:
-        UnsupportedModelError: see :func:`read_decision_settings`.
+        UnsupportedModelError: see :func:`read_decision_settings` and
+            :func:`~logitjudge.engine.interop.read_checkpoint`, or a decision head where
+            ``decision_heads`` is false.
     """
+    checkpoint = read_checkpoint(source) if Path(source).is_dir() else None
+    if checkpoint is not None:
+        if not decision_heads:
+            raise UnsupportedModelError(
+                f"{source}: a model with its own decision head ({checkpoint.head.layout}) is served on the "
+                "transformers backend only"
+            )
+        return DecisionPromptBuilder(tokenizer, head_settings(checkpoint), head=checkpoint.head)
     decision = read_decision_settings(source) if Path(source).is_dir() else None
     if decision is not None:
         return DecisionPromptBuilder(tokenizer, decision)
@@ -137,6 +165,30 @@ def read_decision_settings(directory: str | Path) -> DecisionSettings | None:
         raise UnsupportedModelError(f"{config_file}: not JSON ({exc})") from exc
     if not isinstance(config, dict):
         raise UnsupportedModelError(f"{config_file}: not a JSON object")
+    template = template_file.read_text(encoding="utf-8")
+    digest = hashlib.sha256(template.encode("utf-8") + b"\0" + raw).hexdigest()
+    return _settings(config, template, config_file, template_file, digest)
+
+
+def head_settings(checkpoint: DecisionCheckpoint) -> DecisionSettings:
+    """The decision settings of a checkpoint with a decision head (its ``DecisionConfig``), checked
+    as :func:`read_decision_settings` checks a folder's; the digest covers the head's weights.
+
+    Raises:
+        UnsupportedModelError: as :func:`read_decision_settings`.
+    """
+    canonical = json.dumps(checkpoint.settings, sort_keys=True).encode("utf-8")
+    digest = hashlib.sha256(
+        (checkpoint.template or "").encode("utf-8") + b"\0" + canonical + b"\0" + checkpoint.head.digest.encode()
+    ).hexdigest()
+    where = checkpoint.where.parent / DECISION_TEMPLATE_NAME
+    return _settings(checkpoint.settings, checkpoint.template, checkpoint.where, where, digest)
+
+
+def _settings(
+    config: dict[str, Any], template: str | None, config_file: Path, template_file: Path, digest: str
+) -> DecisionSettings:
+    """Check decision settings (``decision.json``'s keys) and the template (module docstring)."""
     if config.get("adapter"):
         raise UnsupportedModelError(f"{config_file}: LoRA adapters ('adapter') are not supported")
     if config.get("sanitize_control_tokens", True) is not True:
@@ -147,13 +199,11 @@ def read_decision_settings(directory: str | Path) -> DecisionSettings | None:
     temperature = {str(k): float(v) for k, v in (config.get("temperature") or {}).items()}
     if any(t <= 0 for t in temperature.values()):
         raise UnsupportedModelError(f"{config_file}: temperatures must be > 0, got {temperature}")
-    template = template_file.read_text(encoding="utf-8")
-    if _reads_questions(template):
+    if template is not None and _reads_questions(template):
         raise UnsupportedModelError(
             f"{template_file}: a template that renders all 'questions' in one prompt lets them see each other"
         )
     labels = {str(k): [str(x) for x in v] for k, v in (config.get("labels") or {}).items()}
-    digest = hashlib.sha256(template.encode("utf-8") + b"\0" + raw).hexdigest()
     return DecisionSettings(template, labels, temperature, (str(noul[0]), str(noul[1])), digest)
 
 
@@ -171,14 +221,16 @@ class DecisionPromptBuilder:
     Args:
         tokenizer: the model's fast tokenizer (``<|mark|>`` and ``<|split|>`` are added to it as
             special tokens, as the pipeline does; they never reach the model).
-        settings: from :func:`read_decision_settings`.
+        settings: from :func:`read_decision_settings` (or :func:`head_settings`).
+        head: the checkpoint's decision head, which scores the options in place of their labels
+            (:mod:`logitjudge.engine.interop`); ``None``: the labels' logits.
 
     Raises:
         UnsupportedModelError: the installed transformers cannot escape control tokens in user
             text (``apply_chat_template(sanitize_control_tokens=...)``, transformers >= 5.24).
     """
 
-    def __init__(self, tokenizer: Any, settings: DecisionSettings) -> None:
+    def __init__(self, tokenizer: Any, settings: DecisionSettings, head: DecisionHead | None = None) -> None:
         if "sanitize_control_tokens" not in inspect.signature(tokenizer.apply_chat_template).parameters:
             raise UnsupportedModelError(
                 f"{DECISION_TEMPLATE_NAME} needs transformers >= 5.24 "
@@ -191,18 +243,29 @@ class DecisionPromptBuilder:
         self.tokenizer = tokenizer
         self.settings = settings
         self.mark_id, self.split_id = tokenizer.convert_tokens_to_ids([MARK, SPLIT])
-        self.version = f"decision-template-{settings.digest[:12]}"
+        self.head = head
+        """Read by the engine's readout (``Readout.decision_head``) in place of the LM head."""
+        self.version = f"decision-{'head' if head is not None else 'template'}-{settings.digest[:12]}"
         self._labels: dict[str, int] = {}
+        self._generic: Any = None
+        if settings.template is None:  # the pipeline's own generic prompt and Jinja environment
+            from transformers.decision.template_utils import DECISION_PROMPT
+            from transformers.utils.chat_template_utils import _compile_jinja_template
+
+            self._generic = _compile_jinja_template(DECISION_PROMPT)
 
     # -- rendering ---------------------------------------------------------------------------
 
     def _render(self, state: Text, question: dict[str, Any]) -> list[int]:
-        """Token ids of one prompt, sentinels dropped, cut at its mark (if any)."""
+        """Token ids of one prompt, sentinels dropped, cut at its mark (if any). Without a
+        template: the pipeline's generic prompt as the user message of the model's chat template."""
+        if self._generic is not None:
+            content, template = self._generic.render(state=state, question=question), {}
+        else:
+            content, template = "", {"chat_template": self.settings.template, "state": state, "question": question}
         ids = self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": ""}],
-            chat_template=self.settings.template,
-            state=state,
-            question=question,
+            [{"role": "user", "content": content}],
+            **template,
             add_generation_prompt=True,
             enable_thinking=False,
             sanitize_control_tokens=True,
@@ -232,15 +295,18 @@ class DecisionPromptBuilder:
         }
 
     def prefix_ids(self, state: Text) -> list[int]:
-        """The tokens every question's prompt shares for ``state`` (depends on the state only)."""
-        a, b = (
-            self._render(state, self._question("noul", p, ["true", "false"], ["Yes", "No"], [None, None]))
+        """The tokens every question's prompt shares for ``state`` (depends on the state only):
+        the common start of probe renderings that differ in their instructions and, since a
+        template may write the question's type before the state (JEV's does), in their type."""
+        first, *others = (
+            self._render(state, self._question(kind, p, options, self.settings.labels_for(kind, 2), [None, None]))
+            for kind, options in (("noul", ["true", "false"]), ("choice", ["a", "b"]), ("score", ["0", "1"]))
             for p in _PROBES
         )
-        n = 0
-        while n < min(len(a), len(b)) and a[n] == b[n]:
-            n += 1
-        return a[:n]
+        n = len(first)
+        for other in others:
+            n = next((k for k in range(min(n, len(other))) if first[k] != other[k]), min(n, len(other)))
+        return first[:n]
 
     def label_id(self, label: str) -> int:
         """The single token id of ``label`` (as the pipeline's ``label_token_ids``).
@@ -262,10 +328,12 @@ class DecisionPromptBuilder:
     def views(self, question: Question, state: Text, prefix: Sequence[int]) -> tuple[View, ...]:
         """The question's views over ``state``, each branch its rendering less ``prefix`` (what
         :meth:`prefix_ids` gave for the state): one per cyclic rotation of a choice's options
-        (``rotations``), one for noul and score (a score's levels are positions).
+        (``rotations``), one for noul and score (a score's levels are positions). With a decision
+        head: one view in the template's order (the head scores positions, as in the pipeline),
+        each option's label its head slot.
 
         Raises:
-            InvalidRequestError: a continuation question, or more options than labels.
+            InvalidRequestError: a continuation question, or more options than labels (or head slots).
         """
         if question.type == "continuation":
             raise InvalidRequestError(
@@ -274,9 +342,13 @@ class DecisionPromptBuilder:
                 field=("questions",),
             )
         n = len(question.options)
-        rotations = max(1, min(question.rotations, n)) if question.type == "choice" else 1
+        rotations = max(1, min(question.rotations, n)) if question.type == "choice" and self.head is None else 1
         labels = self.settings.labels_for(question.type, n)
-        label_ids = tuple((self.label_id(lab),) for lab in labels)
+        if self.head is not None:  # the head's slot for each displayed option, read at the same position
+            label_ids = tuple((slot,) for slot in self.head.rows(question.type, n))
+            question = dataclasses.replace(question, rotations=1)  # the request's order, as the pipeline's
+        else:
+            label_ids = tuple((self.label_id(lab),) for lab in labels)
         out = []
         for r in range(rotations):
             if question.type == "noul":

@@ -405,6 +405,10 @@ def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: st
     status.info("loading %s weights (%s) on %s", name, str(torch_dtype).removeprefix("torch."), dev)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
+        from logitjudge.engine.interop import backbone_config
+
+        if (backbone := backbone_config(path)) is not None:  # a JevForDecision folder: its base model
+            kwargs["config"] = backbone
         model: Any = AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
     except (OSError, ValueError) as exc:
         raise UnsupportedModelError(f"cannot load model {spec!r}: {exc}") from exc

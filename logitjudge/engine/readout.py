@@ -42,6 +42,7 @@ from logitjudge.engine.pack import LabelTerm, RequestPlan
 if TYPE_CHECKING:  # calibration imports this module (lazily) for the formulas below
     from logitjudge.engine.calibration import Calibration, Scaling
     from logitjudge.engine.heads import Head
+    from logitjudge.engine.interop import DecisionHead
 
 _LSE_CHUNK = 256  # rows of (rows, vocab) logits at a time: 256 x 152k x 4 B = 156 MB at most
 PROBABILITY_FLOOR = 1e-9
@@ -148,6 +149,9 @@ class Readout:
         """Trained heads by name (set by ``Engine.set_heads``), read by :meth:`head_distributions`."""
         self.taps: tuple[int, ...] = ()
         """The layers the runner taps, in the order their states follow the final one in a read row."""
+        self.decision_head: DecisionHead | None = None
+        """A checkpoint's own decision head (:mod:`logitjudge.engine.interop`, set by the engine from
+        its prompt builder): it scores every label in place of the LM head (:meth:`log_probs`)."""
 
     def log_probs(self, hidden: torch.Tensor, labels: list[LabelTerm]) -> torch.Tensor:
         """Score of every label: sum over its tokens of log p(token | read position).
@@ -160,9 +164,14 @@ class Readout:
         Returns:
             (N_labels,) fp32 log-probabilities, in ``labels`` order.
 
+        With a :attr:`decision_head`, a label's token is the head's slot for its option and its
+        score the head's log-probability (:meth:`~logitjudge.engine.interop.DecisionHead.log_probs`).
+
         Raises:
             RuntimeError: this readout has no LM head (``Readout(None)``).
         """
+        if self.decision_head is not None:
+            return self.decision_head.log_probs(hidden, labels)
         if self.weight is None:
             raise RuntimeError("this readout has no LM head: its backend scores labels itself")
         h = hidden[:, : self.weight.shape[1]].to(self.weight.device)

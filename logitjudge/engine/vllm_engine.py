@@ -143,7 +143,8 @@ class VllmEngine(Engine):
             hf_config = AutoConfig.from_pretrained(str(path))
         except (OSError, ValueError) as exc:
             raise UnsupportedModelError(f"cannot load model {model!r}: {exc}") from exc
-        prompt = question_prompt(str(path), tokenizer, config.prompt_version)  # refused here, before vLLM starts
+        # refused here, before vLLM starts (vLLM scores label tokens: a decision head has no place there)
+        prompt = question_prompt(str(path), tokenizer, config.prompt_version, decision_heads=False)
         device = resolve_device(config.device)
         dtype = resolve_dtype(config.dtype, device)
         context = int(getattr(hf_config, "max_position_embeddings", None) or config.max_state_tokens + 1)
