@@ -140,7 +140,8 @@ def answers_record(
     started = time.time()
     rows = answer()
     record = {
-        "command": f"python benchmarks/{Path(script).name}" + (f" --model {args.model}" if args.model else ""),
+        "command": f"python {Path(script).resolve().relative_to(ROOT)}"
+        + (f" --model {args.model}" if args.model else ""),
         "model": _model_name(args.model),
         "metadata": run_metadata(),
         "seconds": round(time.time() - started, 1),

@@ -4,7 +4,7 @@
 
     # rows in the shared data row shape: the model is run on them first (uncalibrated)
     logitjudge calibrate ../shared/data/vitaminc/dev.jsonl --out calib.json --report reliability.png
-    # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
+    # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality/quality.py JSON files
     logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
     # only evaluator scalings, on top of the shipped file's buckets (which stay as they are)
     logitjudge calibrate quality-...-halueval_qa_recall_derived-raw.json --base shipped --out calib.json
@@ -35,7 +35,7 @@ from logitjudge.rubrics.samples import samples_from_rows
 
 def _read_input(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[dict[str, Any]]]:
     """(result rows, the engine that made them if recorded, data rows still to run)."""
-    if path.suffix == ".json":  # benchmarks/quality.py output
+    if path.suffix == ".json":  # benchmarks/quality/quality.py output
         record = json.loads(path.read_text(encoding="utf-8"))
         rows = [r for items in record.get("items", {}).values() for r in items]
         return rows, (record.get("environment") or {}).get("engine"), []
@@ -87,7 +87,7 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "labelled",
         nargs="+",
-        help="labelled JSONL (shared data rows or our result rows with gold), or benchmarks/quality.py JSON",
+        help="labelled JSONL (shared data rows or our result rows with gold), or benchmarks/quality/quality.py JSON",
     )
     p.add_argument("--out", required=True, help="calibration JSON to write")
     p.add_argument("--report", default=None, help="reliability diagram PNG (held-out part, before/after)")
@@ -191,7 +191,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         try:
             results, engine, data = _read_input(Path(name))
         except (OSError, ValueError, AttributeError, TypeError, KeyError) as exc:
-            return _fail(f"{name}: not labelled rows nor a benchmarks/quality.py result ({type(exc).__name__}: {exc})")
+            return _fail(
+                f"{name}: not labelled rows nor a benchmarks/quality/quality.py result ({type(exc).__name__}: {exc})"
+            )
         rows += results
         pending += data
         if engine:

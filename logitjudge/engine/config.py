@@ -57,7 +57,7 @@ levels is asked in every cyclic rotation of its order, as branches over the one 
 the distributions are averaged. A choice's rotations are those of a canonical order (by
 description, then name; :func:`logitjudge.engine.prompt.display_order`), so its answer is the same
 for every order of the request's options, and for up to 8 options the label and position prior is
-averaged out (a longer menu gets 8 rotations). Chosen by ``benchmarks/coherence.py`` (coherence, accuracy and
+averaged out (a longer menu gets 8 rotations). Chosen by ``benchmarks/studies/coherence.py`` (coherence, accuracy and
 tokens of rotations, a per-request prior correction and a letter-free readout, side by side;
 ``benchmarks/results/coherence-smollm2-135m-instruct.md``). ``1`` restores the single order."""
 

@@ -6,7 +6,7 @@ The logic behind ``logitjudge calibrate`` (the command: :mod:`logitjudge.cli.cal
 
     # rows in the shared data row shape: the model is run on them first (uncalibrated)
     logitjudge calibrate ../shared/data/vitaminc/dev.jsonl --out calib.json --report reliability.png
-    # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality.py JSON files
+    # our result rows with gold (``logitjudge evaluate --out``), or benchmarks/quality/quality.py JSON files
     logitjudge calibrate results.jsonl quality-smollm2-135m-instruct.json --out calib.json
     # evaluator scalings only, on top of the shipped file's buckets (raw runs of the same engine)
     logitjudge calibrate quality-...-halueval_qa_recall_derived-raw.json --base shipped --out calib.json

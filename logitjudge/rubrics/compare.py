@@ -7,7 +7,7 @@
 Both files hold ``logitjudge evaluate`` result rows (one JSON object per line with ``id`` and
 ``results: {evaluator: {score, passed, label, status, ...}}``), or a JSON file with such rows
 under ``results`` (the shape of a batch ``POST /api/v1/evaluate`` response, e.g. exported from
-the hosted API), or a ``benchmarks/quality.py`` JSON (its per-item rows). Items are joined on
+the hosted API), or a ``benchmarks/quality/quality.py`` JSON (its per-item rows). Items are joined on
 ``id``; an item or evaluator present on one side only is counted, never guessed.
 
 Per evaluator (both sides ``status: ok``):
@@ -49,7 +49,7 @@ def read_results(path: str | Path) -> dict[str, dict[str, Any]]:
     text = p.read_text(encoding="utf-8")
     if p.suffix == ".json":
         data = json.loads(text)
-        if isinstance(data, Mapping) and isinstance(data.get("items"), Mapping):  # benchmarks/quality.py
+        if isinstance(data, Mapping) and isinstance(data.get("items"), Mapping):  # benchmarks/quality/quality.py
             data = {"results": [r for rows in data["items"].values() for r in rows]}
         rows = data.get("results") if isinstance(data, Mapping) else data
         if not isinstance(rows, list):

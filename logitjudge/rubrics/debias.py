@@ -21,7 +21,7 @@ answer of a group is adjusted with the group's own mean, the answer itself inclu
 (label-free, so nothing leaks). It assumes the
 batch is not dominated by one true option; on a batch where one answer is right 90 % of the
 time it moves answers away from the truth. Opt-in: ``logitjudge evaluate --debias batch``;
-``benchmarks/quality.py`` reports it beside the raw answers of the same run.
+``benchmarks/quality/quality.py`` reports it beside the raw answers of the same run.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ class Registry:
     def with_variants(self, path: str | Path) -> Registry:
         """This registry with the evaluators of a variants file replacing those of the same name
         (a JSON list of evaluator definitions; each must bump ``version``), for measuring a
-        wording or method against the catalogue's (``benchmarks/quality.py --variants``).
+        wording or method against the catalogue's (``benchmarks/quality/quality.py --variants``).
 
         Raises:
             pydantic.ValidationError: a definition breaks a rule.

@@ -1,6 +1,6 @@
 """Labelled samples: choosing representative rows, labelled distributions, metrics with intervals.
 
-Three parts, used by ``benchmarks/quality.py`` and ``logitjudge calibrate``:
+Three parts, used by ``benchmarks/quality/quality.py`` and ``logitjudge calibrate``:
 
 1. **Choosing rows** (:func:`stratified_sample`): a seeded sample of a labelled set, stratified
    by (question type, gold value, source) with proportional allocation, so that the sample's

@@ -7,7 +7,7 @@ description, then name), asked in every cyclic rotation of that order up to ``SY
 and the distributions are averaged, so its answer is the same (to float rounding) for every order
 of the request's options, whatever their number; that holds again for the menu after an option is
 added (or removed). It does not guarantee that adding an option leaves the others' odds unchanged
-(IIA): ``benchmarks/coherence.py`` measures that.
+(IIA): ``benchmarks/studies/coherence.py`` measures that.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_options_with_descriptions_are_ordered_by_description():
 @pytest.mark.parametrize(("n", "where"), [(3, 0), (3, 2), (5, 4), (7, 3)])
 def test_an_added_option_gives_a_menu_whose_answer_is_again_rotation_invariant(tiny, n, where):
     """Adding an option (at any place, up to the cap) keeps the guarantee for the new menu;
-    its effect on the other options' odds is measured, not guaranteed (benchmarks/coherence.py)."""
+    its effect on the other options' odds is measured, not guaranteed (benchmarks/studies/coherence.py)."""
     judge = Judge(tiny)
     names = NAMES[:n]
     bigger = [*names[:where], "irrelevant_option", *names[where:]]

@@ -1,7 +1,7 @@
 """Batch calibration (``--debias batch``): each typed choice/score question's prior, its mean
 answer over the rows asking it, is divided out of its answers; nothing else moves.
 
-Measured on the default 1.5B (``benchmarks/quality.py``, sys1bench, the same run's answers):
+Measured on the default 1.5B (``benchmarks/quality/quality.py``, sys1bench, the same run's answers):
 choice accuracy 0.55 -> 0.85 and score accuracy 0.15 -> 0.42 on 33 items each. Here: the
 arithmetic, then the real suite model through ``evaluate``, then the command's file handling.
 """

@@ -41,8 +41,8 @@ def _rows(name: str) -> list[dict]:
 
 
 def _quality():
-    """benchmarks/quality.py as a module (benchmarks/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("quality_bench", ROOT / "benchmarks" / "quality.py")
+    """benchmarks/quality/quality.py as a module (benchmarks/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("quality_bench", ROOT / "benchmarks" / "quality" / "quality.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("quality_bench", module)
     spec.loader.exec_module(module)

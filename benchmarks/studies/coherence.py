@@ -1,9 +1,9 @@
 """Coherence: are choice and score answers stable under option reordering and menu changes, per
 debiasing method, at what accuracy and what token cost? Every method side by side in one run.
 
-    nice -n 15 .venv/bin/python benchmarks/coherence.py --model smollm2-135m --coherence-items 6 --orders 4
-    nice -n 15 .venv/bin/python benchmarks/coherence.py --skip-engine --harness --harness-out harness.json
-    nice -n 15 .venv/bin/python benchmarks/coherence.py --skip-engine \
+    nice -n 15 .venv/bin/python benchmarks/studies/coherence.py --model smollm2-135m --coherence-items 6 --orders 4
+    nice -n 15 .venv/bin/python benchmarks/studies/coherence.py --skip-engine --harness --harness-out harness.json
+    nice -n 15 .venv/bin/python benchmarks/studies/coherence.py --skip-engine \
         --reuse benchmarks/results/coherence-smollm2-135m-instruct.json --harness-from harness.json
 
 (the committed result: the engine figures, then the harnesses, then both merged; or all at once
@@ -64,9 +64,9 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parent))  # benchmarks/: _results
-sys.path.append(str(Path(__file__).resolve().parent / "speed"))  # the speed benchmark's requests
-sys.path.append(str(Path(__file__).resolve().parent / "harnesses"))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
+sys.path.append(str(Path(__file__).resolve().parents[1] / "speed"))  # the speed benchmark's requests
+sys.path.append(str(Path(__file__).resolve().parents[1] / "harnesses"))
 from _results import DATA, RESULTS, ROOT, run_metadata  # noqa: E402
 
 from logitjudge.convert import question_to_engine  # noqa: E402
@@ -408,7 +408,7 @@ def markdown(rec: dict[str, Any]) -> str:
     lines = [
         f"# Coherence of choice and score answers: {rec['model']}",
         "",
-        f"Written by `{rec['command']}` (`benchmarks/coherence.py`). Run {meta['date']} at commit "
+        f"Written by `{rec['command']}` (`benchmarks/studies/coherence.py`). Run {meta['date']} at commit "
         f"`{str(meta.get('git_sha'))[:12]}`{' (uncommitted changes)' if meta.get('git_dirty') else ''}, "
         f"logitjudge {meta.get('logitjudge')}, torch {meta.get('torch')}, {meta.get('device')}.",
         "",
@@ -505,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     started = time.monotonic()
     rec: dict[str, Any] = {
-        "command": "python benchmarks/coherence.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python benchmarks/studies/coherence.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "metadata": run_metadata("cpu"),
         "methods": list(METHODS),

@@ -1,6 +1,6 @@
 """Fit ``answer_relevancy@2``'s level classes on levelled rows derived from WikiEval dev pairs.
 
-    python benchmarks/fit_answer_relevancy.py [--model qwen2.5-coder-1.5b] [--pairs 12] [--seed 0]
+    python benchmarks/fits/fit_answer_relevancy.py [--model qwen2.5-coder-1.5b] [--pairs 12] [--seed 0]
         [--features answers_rel,complete_rel,pad] [--rebuild benchmarks/results/answer-relevancy-fit-....json]
         [--reuse benchmarks/results/answer-relevancy-fit-....json]
 
@@ -51,7 +51,7 @@ from sklearn.model_selection import GroupKFold
 
 from logitjudge.rubrics.definitions import FittedFor
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
 EVALUATOR = "answer_relevancy@2"
@@ -189,7 +189,7 @@ def main() -> None:
     model = LogisticRegression(C=c, max_iter=5000).fit(x, y)
     source = (
         f"multinomial logistic regression (scikit-learn, C={c} by grouped CV) on {len(rows)} levelled rows derived "
-        f"from {cv['n_pairs']} WikiEval dev pairs (benchmarks/fit_answer_relevancy.py, seed {args.seed}) on "
+        f"from {cv['n_pairs']} WikiEval dev pairs (benchmarks/fits/fit_answer_relevancy.py, seed {args.seed}) on "
         f"{Path(model_name).name} fp32 features; leave-pairs-out CV: level exact {cv['level_exact']:.2f}, "
         f"QWK {cv['qwk']:.2f}"
     )

@@ -1,7 +1,7 @@
 """Fit the per-chunk evaluators' shipped coefficients again, from their own x_features.
 
-    python benchmarks/fit_chunk_evaluators.py --evaluator chunk_support@3 [--model qwen2.5-coder-1.5b]
-    python benchmarks/fit_chunk_evaluators.py --evaluator chunk_relevance@2
+    python benchmarks/fits/fit_chunk_evaluators.py --evaluator chunk_support@3 [--model qwen2.5-coder-1.5b]
+    python benchmarks/fits/fit_chunk_evaluators.py --evaluator chunk_relevance@2
 
 What it answers: where do ``chunk_relevance@2``'s ``combine`` and ``chunk_support@3``'s ``classes``
 (``logitjudge/rubrics/catalogue.json``) come from, and do they come out the same when fitted
@@ -41,7 +41,7 @@ from sklearn.model_selection import GroupKFold, StratifiedKFold, cross_val_predi
 
 from logitjudge.rubrics.definitions import FittedFor
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
 FITS = {
@@ -84,7 +84,7 @@ def fit(evaluator: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     names = FITS[evaluator]["features"]
     x = np.array([[r["features"][n] for n in names] for r in rows])
     y = np.array([r["gold"] for r in rows])
-    source = f"scikit-learn fit of {len(rows)} chunks of {len({r['item'] for r in rows})} {FITS[evaluator]['set']} dev rows (benchmarks/fit_chunk_evaluators.py)"
+    source = f"scikit-learn fit of {len(rows)} chunks of {len({r['item'] for r in rows})} {FITS[evaluator]['set']} dev rows (benchmarks/fits/fit_chunk_evaluators.py)"
     if evaluator.startswith("chunk_relevance"):
         y = y.astype(bool)
         model = LogisticRegression(C=1.0, class_weight="balanced", max_iter=5000)

@@ -1,6 +1,6 @@
 """Quality of the four RAG evaluators on per-chunk labels: every version side by side, one run.
 
-    python benchmarks/rag_quality.py [--model qwen2.5-coder-1.5b] [--limit N] [--seed 0]
+    python benchmarks/quality/rag_quality.py [--model qwen2.5-coder-1.5b] [--limit N] [--seed 0]
         [--sets hotpotqa_relevance,noveleval,anli,vitaminc,hotpotqa_entity_recall_derived,wikieval]
         [--versions 1,2] [--tag NAME] [--rebuild benchmarks/results/rag-quality-....json]
 
@@ -38,7 +38,7 @@ import numpy as np
 from scipy.stats import spearmanr
 from sklearn.metrics import cohen_kappa_score, confusion_matrix, f1_score, ndcg_score, roc_auc_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
 SETS = {
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     judge = Judge.load(args.model, calibration="shipped")
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     record: dict[str, Any] = {
-        "command": "python benchmarks/rag_quality.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/quality/rag_quality.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "model": judge.model_name,
         "engine": judge.describe(),
         "versions": versions,

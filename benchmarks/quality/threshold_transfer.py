@@ -17,7 +17,7 @@ an uncalibrated run's two P(yes)), and reports per source, accuracy at the 0.5 t
 
 95% intervals: cluster bootstrap over source items (:func:`logitjudge.rubrics.samples.bootstrap_interval`).
 
-    python benchmarks/threshold_transfer.py          # prints the table, writes JSON and markdown
+    python benchmarks/quality/threshold_transfer.py          # prints the table, writes JSON and markdown
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # quality.py beside it
 
 from quality import best_threshold_accuracy  # noqa: E402
 
@@ -47,7 +47,7 @@ from logitjudge.engine.calibration import (  # noqa: E402
 from logitjudge.rubrics.samples import bootstrap_interval, item_group  # noqa: E402
 from logitjudge.rubrics.scoring import contrast_probability  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 MODEL = "qwen2.5-coder-1.5b-instruct"
 SOURCES = {  # source -> the committed run of the default model that holds its faithfulness v2 scores
     "halueval_qa": "contrast-haluqa",
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     result = measure(args.resamples, args.seed)
     result["command"] = " ".join(
-        ["python", "benchmarks/threshold_transfer.py", *(sys.argv[1:] if argv is None else argv)]
+        ["python", "benchmarks/quality/threshold_transfer.py", *(sys.argv[1:] if argv is None else argv)]
     )
     stem = Path(args.out_dir) / f"threshold-transfer-{MODEL}"
     stem.parent.joinpath(stem.name + ".json").write_text(json.dumps(result, indent=1) + "\n")

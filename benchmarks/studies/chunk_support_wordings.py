@@ -1,7 +1,7 @@
 """Does any yes/no wording, or a per-word likelihood contrast, tell a contradicting chunk apart?
 
-    python benchmarks/chunk_support_wordings.py [--model qwen2.5-coder-1.5b] [--batch 8]
-    python benchmarks/chunk_support_wordings.py --rebuild   # figures again from the saved answers
+    python benchmarks/studies/chunk_support_wordings.py [--model qwen2.5-coder-1.5b] [--batch 8]
+    python benchmarks/studies/chunk_support_wordings.py --rebuild   # figures again from the saved answers
 
 What it answers: ``chunk_support``'s probes (yes/no "does the passage show the claim true /
 false", "is the claim consistent with it", each relative to the content-free chunk ``N/A``) call
@@ -48,7 +48,9 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from logitjudge.rubrics.scoring import clipped_logit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other chunk_support studies
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
+sys.path.insert(2, str(Path(__file__).resolve().parents[1] / "quality"))  # rag_quality
 from _results import RESULTS, answers_parser, answers_record  # noqa: E402
 from rag_quality import load_rows  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Do worked examples in the prefix, or a plainer rotated choice, give chunk support polarity?
 
-    python benchmarks/chunk_support_fewshot.py [--model qwen2.5-coder-1.5b] [--batch 8]
-    python benchmarks/chunk_support_fewshot.py --rebuild   # figures again from the saved answers
+    python benchmarks/studies/chunk_support_fewshot.py [--model qwen2.5-coder-1.5b] [--batch 8]
+    python benchmarks/studies/chunk_support_fewshot.py --rebuild   # figures again from the saved answers
 
 What it answers: ``chunk_support@3`` (three yes/no probes, a fitted logistic) reaches VitaminC's
 targets but not ANLI's (3-way 0.40, "supports" for 69% against a gold 38%), and it calls an
@@ -50,7 +50,9 @@ from sklearn.metrics import f1_score, roc_auc_score
 from logitjudge.rubrics.samples import bootstrap_interval
 from logitjudge.rubrics.scoring import clipped_logit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other chunk_support studies
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
+sys.path.insert(2, str(Path(__file__).resolve().parents[1] / "quality"))  # rag_quality
 from _results import RESULTS, answers_parser, answers_path, answers_record, run_metadata  # noqa: E402
 from chunk_support_wordings import CONTRASTS, LABELS  # noqa: E402
 from rag_quality import load_rows  # noqa: E402

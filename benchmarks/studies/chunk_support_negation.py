@@ -1,7 +1,7 @@
 """Does asking about the claim's negation cancel chunk support's relatedness bias?
 
-    python benchmarks/chunk_support_negation.py [--model qwen2.5-coder-1.5b] [--batch 8]
-    python benchmarks/chunk_support_negation.py --rebuild   # figures again from the saved answers
+    python benchmarks/studies/chunk_support_negation.py [--model qwen2.5-coder-1.5b] [--batch 8]
+    python benchmarks/studies/chunk_support_negation.py --rebuild   # figures again from the saved answers
 
 What it answers: the default model's yes/no probes read whether a passage is *about* a claim,
 not whether it shows the claim true or false (``chunk_support_wordings.py``,
@@ -43,7 +43,9 @@ from sklearn.metrics import f1_score, roc_auc_score
 from logitjudge.rubrics.samples import bootstrap_interval
 from logitjudge.rubrics.scoring import clipped_logit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other chunk_support studies
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
+sys.path.insert(2, str(Path(__file__).resolve().parents[1] / "quality"))  # rag_quality
 from _results import answers_parser, answers_record  # noqa: E402
 from chunk_support_fewshot import rows_of  # noqa: E402
 from chunk_support_wordings import LABELS  # noqa: E402

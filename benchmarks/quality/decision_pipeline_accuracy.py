@@ -1,6 +1,6 @@
 """Choice and score accuracy: logitjudge against transformers' ``pipeline("decision")``, same weights, same items.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/decision_pipeline_accuracy.py [--model qwen2.5-coder-1.5b]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/quality/decision_pipeline_accuracy.py [--model qwen2.5-coder-1.5b]
         [--per-cell 15] [--seed 0]
 
 What it answers: on the labelled typed dev sets (``sys1bench_canary`` and ``jevbench``, choice and
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
 SETS = ("sys1bench_canary", "jevbench")

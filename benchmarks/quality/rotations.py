@@ -1,9 +1,9 @@
 """Rotations: accuracy, ECE and token cost of option-order rotations, on the same items.
 
-    python benchmarks/rotations.py benchmarks/results/quality-qwen2.5-coder-1.5b-instruct-sys1bench_canary.json \\
+    python benchmarks/quality/rotations.py benchmarks/results/quality-qwen2.5-coder-1.5b-instruct-sys1bench_canary.json \\
         benchmarks/results/quality-qwen2.5-coder-1.5b-instruct-rot6.json [more runs ...]
 
-The first file is the K=1 run; every other file is a ``benchmarks/quality.py --rotations K`` run.
+The first file is the K=1 run; every other file is a ``benchmarks/quality/quality.py --rotations K`` run.
 For each later run, the K=1 rows of the *same item ids* are taken from the first file, and both
 are measured with :func:`quality.group_metrics` (so the figures are defined as in the quality
 table). Only groups whose questions rotate are shown (choice and score questions; yes/no
@@ -12,12 +12,13 @@ questions never rotate). Writes ``benchmarks/results/rotations-<model>.json`` an
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # quality.py beside it
 from quality import RESULTS, _fmt, group_metrics  # noqa: E402
 
 ROTATING = ("typed_question:choice", "typed_question:score", "chunk_support", "answer_correctness")
@@ -62,8 +63,14 @@ def compare(base: dict[str, Any], run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str]) -> int:
-    base = json.loads(Path(argv[0]).read_text())
-    rows = [r for path in argv[1:] for r in compare(base, json.loads(Path(path).read_text()))]
+    ap = argparse.ArgumentParser(
+        description="Accuracy, ECE and token cost of option-order rotations, on the same items."
+    )
+    ap.add_argument("base", type=Path, help="the K=1 run (a benchmarks/quality/quality.py JSON)")
+    ap.add_argument("runs", type=Path, nargs="+", help="runs of the same items at --rotations K")
+    args = ap.parse_args(argv)
+    base = json.loads(args.base.read_text())
+    rows = [r for path in args.runs for r in compare(base, json.loads(path.read_text()))]
     model = base["environment"]["engine"]["model"]
     lines = [
         "| set | group | n | K | acc K=1 | acc K | ECE K=1 | ECE K | Brier K=1 | Brier K | tokens/item K=1 | tokens/item K |",
@@ -79,7 +86,8 @@ def main(argv: list[str]) -> int:
     print(table)
     (RESULTS / f"rotations-{model}.md").write_text(table)
     (RESULTS / f"rotations-{model}.json").write_text(
-        json.dumps({"command": "python benchmarks/rotations.py " + " ".join(argv), "rows": rows}, indent=1) + "\n"
+        json.dumps({"command": "python benchmarks/quality/rotations.py " + " ".join(argv), "rows": rows}, indent=1)
+        + "\n"
     )
     return 0
 

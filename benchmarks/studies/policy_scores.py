@@ -1,6 +1,6 @@
 """Score questions that state a policy: read the level directly, or ask the policy's conditions and compose.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/policy_scores.py [--model qwen2.5-coder-1.5b] [--limit 50]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/studies/policy_scores.py [--model qwen2.5-coder-1.5b] [--limit 50]
 
 What it answers: sys1bench's ticket ``priority`` is a five-level score whose instructions state
 an additive policy ("start from the urgency of the issue (informational 0, routine 1, blocked or
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
 from logitjudge.rubrics.samples import bootstrap_interval  # noqa: E402

@@ -1,6 +1,6 @@
 """Which logit readouts tell a contradicting chunk from a supporting or unrelated one (ANLI)?
 
-    python benchmarks/chunk_support_readouts.py [--model qwen2.5-coder-1.5b] [--set anli] [--rows 40]
+    python benchmarks/studies/chunk_support_readouts.py [--model qwen2.5-coder-1.5b] [--set anli] [--rows 40]
         [--seed 1] [--rebuild benchmarks/results/chunk-support-readouts-<model>-<set>.json]
 
 What it answers: before a new ``chunk_support`` version is fitted, does any candidate readout
@@ -46,7 +46,9 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
 from logitjudge.rubrics.scoring import clipped_logit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the other chunk_support studies
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
+sys.path.insert(2, str(Path(__file__).resolve().parents[1] / "quality"))  # rag_quality
 from _results import RESULTS, run_metadata  # noqa: E402
 from rag_quality import load_rows  # noqa: E402
 
@@ -213,7 +215,7 @@ def main() -> None:
         start = time.perf_counter()
         raw = raw_answers(model, rows)
         record = {
-            "command": "python benchmarks/chunk_support_readouts.py " + " ".join(sys.argv[1:]),
+            "command": "python benchmarks/studies/chunk_support_readouts.py " + " ".join(sys.argv[1:]),
             "model": model,
             "set": args.set,
             "metadata": run_metadata(),

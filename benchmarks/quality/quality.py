@@ -1,9 +1,9 @@
 """Quality: agreement with real labels and calibration, on every labelled dev set.
 
-    python benchmarks/quality.py [--model PATH] [--dtype auto|float32|bfloat16|float16] [--device auto]
+    python benchmarks/quality/quality.py [--model PATH] [--dtype auto|float32|bfloat16|float16] [--device auto]
                                  [--limit N] [--seed 0] [--resamples 1000] [--rotations 1]
                                  [--calibration calib.json] [--sets vitaminc,qags] [--tag NAME]
-    python benchmarks/quality.py --rebuild benchmarks/results/quality-<model>.json   # tables again, no model
+    python benchmarks/quality/quality.py --rebuild benchmarks/results/quality-<model>.json   # tables again, no model
 
 Each ``dev.jsonl`` in ``shared/data`` (read-only; see its SOURCE.md) runs through
 :func:`logitjudge.rubrics.api.evaluate` with ``evaluators="auto"`` (each row's own evaluator;
@@ -75,8 +75,9 @@ from logitjudge.rubrics.samples import (
     stratum_of,
 )
 
-RESULTS = Path(__file__).parent / "results"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared result writer
+from _results import DATA, RESULTS  # noqa: E402
+
 WITHOUT_CONTRAST = "without_contrast"
 """Group suffix of an evaluator with contrast scored by P(yes) with context alone (same run)."""
 WEAKEST_CLAIM = "weakest_claim"
@@ -421,7 +422,7 @@ def group_metrics(
 
     Kinds: ``binary``, ``three_way``, ``choice``, ``score``, ``pairwise`` (see the module
     docstring). Each row holds ``figures`` (name -> value, n, lo, hi, resamples[, direction])
-    and, flat for older readers (``benchmarks/rotations.py``), ``accuracy``, ``auroc``,
+    and, flat for older readers (``benchmarks/quality/rotations.py``), ``accuracy``, ``auroc``,
     ``brier``, ``ece``, ``nll`` and ``length_baseline``.
     """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -844,7 +845,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     hw = hardware(engine)
     record: dict[str, Any] = {
-        "command": " ".join(["python", "benchmarks/quality.py", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(["python", "benchmarks/quality/quality.py", *(sys.argv[1:] if argv is None else argv)]),
         "header": {
             "model": engine.get("model"),
             "fingerprint": engine.get("fingerprint"),

@@ -1,6 +1,6 @@
 """Faithfulness wordings, with and without the content-free contrast, on the same items.
 
-    python benchmarks/prompt_variants.py [--model M] [--sets halueval_qa,qags] [--limit 100] [--seed 0]
+    python benchmarks/studies/prompt_variants.py [--model M] [--sets halueval_qa,qags] [--limit 100] [--seed 0]
 
 For every row of the faithfulness dev sets (the quality benchmark's stratified sample,
 :func:`quality.select_rows`), each wording below is asked as a noul question over the item's
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))  # quality.py
 from quality import DATA, RESULTS, hardware, select_rows  # noqa: E402
 
 from logitjudge import Judge  # noqa: E402
