@@ -5,6 +5,8 @@
 - Every relative link resolves to a file in the repository (and its #anchor to a heading there);
   no link points outside the repository except to a public http(s) URL.
 - The generated reference pages equal what ``docs/gen_reference.py`` writes from the code.
+- Every benchmark result and script a page cites exists, and every file in benchmarks/results is
+  cited by a page or the benchmarks index (superseded runs are deleted, not left beside current ones).
 """
 
 from __future__ import annotations
@@ -174,3 +176,56 @@ def test_every_committed_result_records_where_and_when_it_was_measured():
         if not (meta.get("git_sha") or meta.get("committed_in")) or not meta.get("date") or "torch" not in meta:
             missing.append(path.name)
     assert not missing, f"results without a metadata block: {missing}"
+
+
+# A result is cited by its path from the repository root, `benchmarks/results/<name>`, on any
+# page, or as `results/<name>` in benchmarks/README.md (relative to it). `<...>` marks a pattern
+# (`quality-<model>-<tag>.json`), not a file; brace and star globs are refused, so that every cited
+# file can be checked and found by its name.
+RESULTS = ROOT / "benchmarks" / "results"
+_NAME = r"([\w.@{},*<>-]*)"
+RESULT_CITATION = re.compile(r"(?<![\w/.-])benchmarks/results/" + _NAME)
+RELATIVE_RESULT_CITATION = re.compile(r"(?<![\w/.-])results/" + _NAME)
+SCRIPT_CITATION = re.compile(r"(?<![\w/.-])benchmarks/((?:[\w-]+/)*[\w-]+\.(?:py|sh))\b")
+
+
+def _result_citations(page: Path) -> list[tuple[int, str]]:
+    """(line, name) of every result a page cites, its code blocks included (commands cite too)."""
+    patterns = [RESULT_CITATION] + ([RELATIVE_RESULT_CITATION] if page == ROOT / "benchmarks" / "README.md" else [])
+    text = page.read_text()
+    return [
+        (text.count("\n", 0, m.start()) + 1, m.group(1).rstrip("."))
+        for pattern in patterns
+        for m in pattern.finditer(text)
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_cited_results_and_scripts_exist(page):
+    """Every `benchmarks/results/...` file and `benchmarks/...py` script a page names exists: a
+    pruned or renamed result cannot stay cited."""
+    missing = []
+    for line, name in _result_citations(page):
+        if "<" in name:
+            continue
+        if "{" in name or "*" in name:
+            missing.append(f"line {line}: results/{name}: a glob; name each file")
+        elif not (RESULTS / name).exists():
+            missing.append(f"line {line}: results/{name}: no such file")
+    text = page.read_text()
+    for m in SCRIPT_CITATION.finditer(text):
+        if not (ROOT / "benchmarks" / m.group(1)).is_file():
+            missing.append(f"line {text.count(chr(10), 0, m.start()) + 1}: benchmarks/{m.group(1)}: no such script")
+    assert not missing, f"{_rel(page)}:\n" + "\n".join(missing)
+
+
+def test_every_result_is_cited():
+    """Every file in benchmarks/results is the source a page or the benchmarks index cites:
+    results nobody cites are superseded runs (git history keeps them) or belong in the index."""
+    cited = {name for page in PAGES for _, name in _result_citations(page)}
+    uncited = sorted(
+        str(path.relative_to(RESULTS))
+        for path in RESULTS.rglob("*")
+        if path.is_file() and str(path.relative_to(RESULTS)) not in cited
+    )
+    assert not uncited, "cite these in benchmarks/README.md's index or delete them: " + ", ".join(uncited)
