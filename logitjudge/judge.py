@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from logitjudge.contract import systemone as schemas
 from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.convert import answer_to_wire, question_to_engine, wire_to_engine
+from logitjudge.engine.backend import Backend
 from logitjudge.engine.config import EVALUATOR_ROTATIONS, SYSTEMONE_ROTATIONS, EngineConfig, VllmConfig
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnknownModelError
@@ -37,25 +38,12 @@ def validation_error_to_request_error(exc: ValidationError) -> InvalidRequestErr
     return InvalidRequestError.from_validation(exc.errors(include_url=False))
 
 
-def check_model(judge: Any, requested: str) -> None:
-    """The one check of a request's ``model``, for every API (System One, evaluate, evaluator runs).
-
-    A judge answers to its own name and to :data:`MODEL_ALIASES` (``judge.accepts_model``); a
-    stand-in without ``accepts_model`` (anything with ``ask``) answers to every name.
-
-    Raises:
-        UnknownModelError: ``requested`` is not served by ``judge`` (``field`` = ``("model",)``).
-    """
-    accepts = getattr(judge, "accepts_model", None)
-    if accepts is not None and not accepts(requested):
-        raise UnknownModelError(requested, served=judge.model_name, aliases=MODEL_ALIASES)
-
-
 class Judge:
     """A loaded model that answers typed questions about a state.
 
     Args:
-        engine: a loaded :class:`logitjudge.engine.core.Engine`.
+        engine: a loaded engine of any backend (:class:`~logitjudge.engine.backend.Backend`: the
+            transformers :class:`~logitjudge.engine.core.Engine`, the vLLM engine, a stand-in).
         default_rotations: option-order rotations for choice/score questions when a request does
             not say (1 = a single order), on both APIs. ``None`` (the default): System One questions
             get :data:`~logitjudge.engine.config.SYSTEMONE_ROTATIONS` (every cyclic rotation of up
@@ -68,7 +56,7 @@ class Judge:
             without ``x_rotations``.
     """
 
-    def __init__(self, engine: Any, *, default_rotations: int | None = None) -> None:
+    def __init__(self, engine: Backend, *, default_rotations: int | None = None) -> None:
         self.engine = engine
         self.default_rotations = EVALUATOR_ROTATIONS if default_rotations is None else default_rotations
         self.systemone_rotations = SYSTEMONE_ROTATIONS if default_rotations is None else default_rotations
@@ -177,16 +165,12 @@ class Judge:
         from logitjudge.engine.heads import resolve_heads
 
         if heads != SHIPPED_HEADS or config.backend == "transformers":
-            chosen_heads = resolve_heads(heads, engine.describe())
-            if chosen_heads or hasattr(engine, "set_heads"):  # a stand-in engine may take none
-                engine.set_heads(chosen_heads)
+            engine.set_heads(resolve_heads(heads, engine.describe()))
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:
         """Release the engine's backend (vLLM's engine processes; nothing for transformers)."""
-        close = getattr(self.engine, "close", None)
-        if close is not None:
-            close()
+        self.engine.close()
 
     @property
     def model_name(self) -> str:
@@ -194,12 +178,15 @@ class Judge:
         return str(self.engine.name)
 
     def check_model(self, requested: str) -> None:
-        """:func:`check_model` for this judge.
+        """The one check of a request's ``model``, for every API (System One, evaluate,
+        evaluator runs): a judge answers to its own name and to :data:`MODEL_ALIASES`.
 
         Raises:
-            UnknownModelError: ``requested`` is neither this judge's name nor an alias.
+            UnknownModelError: ``requested`` is neither this judge's name nor an alias
+                (``field`` = ``("model",)``).
         """
-        check_model(self, requested)
+        if not self.accepts_model(requested):
+            raise UnknownModelError(requested, served=self.model_name, aliases=MODEL_ALIASES)
 
     def accepts_model(self, name: str) -> bool:
         """True when a request's ``model`` names this judge (its name or an alias)."""
@@ -221,7 +208,7 @@ class Judge:
                 req = schemas.SystemOneRequest.model_validate(request)
             except ValidationError as exc:
                 raise validation_error_to_request_error(exc) from None
-        check_model(self, req.model)
+        self.check_model(req.model)
         return req
 
     def to_engine(self, req: schemas.SystemOneRequest) -> EngineRequest:
@@ -304,15 +291,14 @@ class Judge:
     def counters(self) -> dict[str, Any]:
         """The engine's cumulative counters (plain numbers, for ``/metrics``): forwards per runner
         path and the state cache's hits, misses, bytes (see ``Engine.counters``)."""
-        counters = getattr(self.engine, "counters", None)
-        return counters() if counters is not None else {}
+        return self.engine.counters()
 
     @property
     def evaluator_scalings(self) -> dict[str, Any]:
         """``"<evaluator>@<version>"`` -> the calibration's scaling of its 0..1 score (empty when none):
         what the rubric scorer applies (:func:`logitjudge.rubrics.scoring.score_probability`,
         :func:`~logitjudge.rubrics.scoring.score_rubric`)."""
-        cal = getattr(self.engine, "calibration", None)
+        cal = self.engine.calibration
         return dict(cal.evaluators) if cal is not None else {}
 
     def describe(self) -> dict[str, Any]:

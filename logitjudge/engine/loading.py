@@ -5,20 +5,22 @@
     engine = load_engine(None, EngineConfig())                   # transformers: Engine.load
     engine = load_engine(None, EngineConfig(backend="vllm"))     # vLLM: VllmEngine.load
 
-``Judge.load`` calls this; vLLM is imported only when asked for.
+``Judge.load`` calls this; vLLM is imported only when asked for. Every backend it returns is a
+:class:`~logitjudge.engine.backend.Backend` (the return type makes mypy check each against it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from logitjudge.engine.backend import Backend
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.core import Engine
 
 __all__ = ["load_engine"]
 
 
-def load_engine(model: str | None = None, config: EngineConfig | None = None, **options: Any) -> Engine:
+def load_engine(model: str | None = None, config: EngineConfig | None = None, **options: Any) -> Backend:
     """Load ``model`` on ``config.backend`` (options amend ``config`` as in :meth:`Engine.load`).
 
     Raises:

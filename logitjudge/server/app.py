@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -42,9 +41,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from logitjudge import __version__
 from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES, SchedulerConfig
 from logitjudge.engine.scheduler import Scheduler
+from logitjudge.engine.types import EngineRequest, EngineResult
+from logitjudge.errors import LogitJudgeError
+from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.server import evaluate_routes, systemone_routes
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 from logitjudge.server.errors import DRAINING_STATUS, install_error_handlers
+from logitjudge.server.judgelike import ServedJudge
 from logitjudge.server.metrics import ServerMetrics
 from logitjudge.server.middleware import DOCS_ASSETS, BearerAuthMiddleware, BodyMiddleware, MetricsMiddleware
 from logitjudge.server.systemone_routes import RELEASE_DATE, ServerState, State, describe
@@ -62,13 +65,13 @@ __all__ = [
 logger = logging.getLogger("logitjudge.server")
 
 
-def default_batching(judge: Any) -> tuple[int, int]:
+def default_batching(judge: JudgeLike) -> tuple[int, int]:
     """(max_num_batched_tokens, max_batch_requests) for ``judge``'s device (see :data:`CPU_BATCHING`)."""
     device = str(describe(judge).get("device", "cpu"))
     return CPU_BATCHING if device.startswith("cpu") else ACCELERATOR_BATCHING
 
 
-def default_concurrency(judge: Any) -> int:
+def default_concurrency(judge: JudgeLike) -> int:
     """Engine calls in flight at once for ``judge``'s backend: :data:`VLLM_CONCURRENT_BATCHES` on
     vLLM (continuous batching: hand it every request at once), else 1 (one forward at a time)."""
     backend = describe(judge).get("backend", "transformers")
@@ -112,12 +115,12 @@ async def prometheus_metrics(state: State) -> Response:
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-def _scheduler(judge: Any, config: ServerConfig, metrics: ServerMetrics) -> Scheduler:
+def _scheduler(judge: JudgeLike, config: ServerConfig, metrics: ServerMetrics) -> Scheduler:
     """The one scheduler of an app: every engine call of both APIs goes through it."""
 
-    def run_batch(requests: Sequence[Any]) -> list[Any]:
+    def run_batch(requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         # In the scheduler's worker thread.
-        results = judge.run_batch(requests)
+        results = judge.answer_many(requests)
         try:
             metrics.observe_results(results)  # low x_option_mass: a WARNING and a counter
         except Exception:  # noqa: BLE001 - flagging must never cost a client its answers
@@ -135,7 +138,7 @@ def _scheduler(judge: Any, config: ServerConfig, metrics: ServerMetrics) -> Sche
 
 
 def create_app(
-    judge: Any,
+    judge: ServedJudge,
     *,
     api_keys: Sequence[str] = ServerConfig.api_keys,
     max_queue: int = ServerConfig.max_queue,
@@ -153,7 +156,8 @@ def create_app(
     """Build the ASGI app serving ``judge`` (see :class:`ServerConfig` for the limits).
 
     Args:
-        judge: a :class:`~logitjudge.judge.Judge` (any engine, e.g. a scripted one in tests).
+        judge: a :class:`~logitjudge.judge.Judge` (any engine, e.g. a scripted one in tests; what
+            the app uses of it: :class:`~logitjudge.server.judgelike.ServedJudge`).
         max_num_batched_tokens, max_batch_requests: ``None`` = :func:`default_batching` for the judge's
             device (see :data:`CPU_BATCHING` and :data:`ACCELERATOR_BATCHING`).
         max_concurrent_batches: ``None`` = :func:`default_concurrency` for the judge's backend.
@@ -182,7 +186,7 @@ def create_app(
         strict_wire=strict_wire,
     )
     metrics = ServerMetrics(registry)
-    metrics.watch_engine(getattr(judge, "counters", None))
+    metrics.watch_engine(judge.counters)
     scheduler = _scheduler(judge, config, metrics)
     state = ServerState(judge, scheduler, metrics, config)
     _ = state.fitted_warnings  # evaluators fitted on another model: logged at start, not on first use

@@ -48,7 +48,6 @@ from logitjudge.contract.evaluate import (
 )
 from logitjudge.contract.extensions import strict_dump
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
-from logitjudge.judge import check_model
 from logitjudge.rubrics.aggregate import gold_of, summarize
 from logitjudge.rubrics.debias import MIN_BATCH, DebiasMode
 from logitjudge.rubrics.definitions import ITEM_FIELDS
@@ -64,6 +63,7 @@ from logitjudge.rubrics.runner import (
     with_head_fallbacks,
 )
 from logitjudge.server.errors import ERROR_RESPONSES
+from logitjudge.server.judgelike import ServedJudge
 from logitjudge.server.limits import RequestLimits, check_evaluate, check_questions_per_item
 from logitjudge.server.systemone_routes import ServerState, State, describe
 
@@ -113,7 +113,7 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
             evaluator, suite or threshold key, with a did-you-mean) and ``MissingFieldError`` (an
             evaluator named explicitly lacks a field).
     """
-    check_model(state.judge, body.model)
+    state.judge.check_model(body.model)
     check_evaluate(body, ITEM_FIELDS, state.limits)  # items per batch, string lengths: 422 naming the limit
     registry = default_registry()
     selection = registry.select(body.evaluators)
@@ -252,7 +252,7 @@ async def evaluate_route(body: EvaluateRequest, state: State) -> JSONResponse:
     )
 
 
-def include_evaluate_routes(app: FastAPI, judge: Any) -> None:
+def include_evaluate_routes(app: FastAPI, judge: ServedJudge) -> None:
     """Mount ``POST /api/v1/evaluate`` on ``app`` serving ``judge``.
 
     The app must carry the error handler table (``logitjudge.server.errors.install_error_handlers``),

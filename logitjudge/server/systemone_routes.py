@@ -36,9 +36,10 @@ from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.engine.scheduler import Scheduler
 from logitjudge.engine.types import EngineRequest, EngineResult
 from logitjudge.errors import InvalidRequestError, LogitJudgeError, UnsupportedInputError
-from logitjudge.judge import Judge
+from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.server.config import ServerConfig
 from logitjudge.server.errors import ERROR_RESPONSES, ClientDisconnected
+from logitjudge.server.judgelike import ServedJudge
 from logitjudge.server.limits import RequestLimits, check_systemone
 from logitjudge.server.metrics import ServerMetrics
 
@@ -52,7 +53,7 @@ RELEASE_DATE = "2026-11-30"
 """Reported as ``release_date`` of models whose engine does not say (this server's release)."""
 
 
-def describe(judge: Any) -> dict[str, Any]:
+def describe(judge: JudgeLike) -> dict[str, Any]:
     """``judge.describe()`` as plain JSON (anything not JSON becomes its ``str``)."""
     return dict(json.loads(json.dumps(judge.describe(), default=str)))
 
@@ -110,14 +111,15 @@ class ServerState:
     """What the routes reach of one app: set once by ``create_app`` as ``app.state.server``.
 
     Attributes:
-        judge: the :class:`~logitjudge.judge.Judge` served (any engine, e.g. a scripted one).
+        judge: the judge served (a :class:`~logitjudge.judge.Judge` over any engine, e.g. a
+            scripted one; :class:`~logitjudge.server.judgelike.ServedJudge` says what is used).
         scheduler: batches engine calls; ``None`` only on an app not built by ``create_app``
             (``include_evaluate_routes`` on a bare app), which then calls the judge directly.
         metrics: the Prometheus metrics (``None`` as for ``scheduler``).
         config: the server's limits and switches (``None`` as for ``scheduler``).
     """
 
-    judge: Judge
+    judge: ServedJudge
     scheduler: Scheduler | None = None
     metrics: ServerMetrics | None = None
     config: ServerConfig | None = None
@@ -160,11 +162,11 @@ class ServerState:
             InvalidRequestError: over one of the operator's limits (422 naming it).
             UnsupportedInputError: image ``assets`` (400, as the spec proposes: A.2 T11).
         """
-        req = self.judge.validate(body)
-        check_systemone(req, self.limits)
-        if req.model_extra and "assets" in req.model_extra:
+        self.judge.check_model(body.model)
+        check_systemone(body, self.limits)
+        if body.model_extra and "assets" in body.model_extra:
             raise UnsupportedInputError(field=("assets",))
-        return req
+        return body
 
     async def answer(self, req: schemas.SystemOneRequest) -> schemas.SystemOneResponse:
         """Answer a validated request in one engine request, through the scheduler.
@@ -203,7 +205,7 @@ class ServerState:
     async def _run(self, engine_request: EngineRequest) -> EngineResult:
         if self.scheduler is not None:
             return await self.scheduler.submit(engine_request)
-        (result,) = await run_in_threadpool(self.judge.run_batch, [engine_request])
+        (result,) = await run_in_threadpool(self.judge.answer_many, [engine_request])
         if isinstance(result, LogitJudgeError):
             raise result
         return result

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from server_helpers import BODY
 from support.background import serve_in_thread
 from support.jevcompat import run_jevcompat as _jevcompat
 
+from logitjudge.engine.types import EngineRequest, EngineResult
+from logitjudge.errors import LogitJudgeError
+from logitjudge.judge import Judge
 from logitjudge.server.app import create_app
 
 KEY = "lj-test-key-3f9a"
@@ -87,23 +91,21 @@ def test_auth_on_the_default_model(served_with_key: str, served: str) -> None:
     assert post(served, BODY, headers={"Authorization": "Bearer anything"}).json() == ok.json()
 
 
-class HeldJudge:
-    """The real judge, whose engine calls wait while ``hold`` is set (to queue requests behind one)."""
+class HeldJudge(Judge):
+    """The real judge, whose engine calls wait while ``release`` is clear (to queue requests behind one)."""
 
-    def __init__(self, judge: Any) -> None:
-        self._judge = judge
+    def __init__(self, judge: Judge) -> None:
+        super().__init__(judge.engine)
+        self.default_rotations, self.systemone_rotations = judge.default_rotations, judge.systemone_rotations
         self.release = threading.Event()
         self.entered = threading.Event()
         self.sizes: list[int] = []
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._judge, name)
-
-    def run_batch(self, requests):
+    def answer_many(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         self.entered.set()
         assert self.release.wait(timeout=300)
         self.sizes.append(len(requests))
-        return self._judge.run_batch(requests)
+        return super().answer_many(requests)
 
 
 def _wait(predicate, what: str, limit: float = 300.0) -> None:

@@ -5,18 +5,24 @@ rubric and server tests check what they own (routes, errors, scoring arithmetic)
 chosen by the test: ``ScriptedEngine(lambda state, question: [0.9, 0.1])``. A continuation
 question's answer takes the script's first value as the text's likelihood (``log_likelihood`` =
 its log).
-It implements the same surface the :class:`~logitjudge.judge.Judge` uses: ``name``,
-``run_batch`` and ``describe``; ``calls`` records every engine call (one per ``run_batch``).
+It implements :class:`~logitjudge.engine.backend.Backend`, the surface the
+:class:`~logitjudge.judge.Judge` uses (``name``, ``run_batch``, ``describe``, ...: no
+calibration, no counters, nothing to close); ``calls`` records every engine call (one per
+``run_batch``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Question, Text, Usage
 from logitjudge.errors import LogitJudgeError
+
+if TYPE_CHECKING:  # heads import torch; the server tests check that nothing here loads it
+    from logitjudge.engine.calibration import Calibration
+    from logitjudge.engine.heads import Head
 
 ProbabilityScript = Callable[[Text, Question], Sequence[float]]
 
@@ -37,6 +43,7 @@ class ScriptedEngine:
         self.name = name
         self.heads = tuple(heads)  # trained heads it claims (a head question's answer is the script's too)
         self.calls: list[list[EngineRequest]] = []
+        self.calibration: Calibration | None = None
 
     def run_batch(self, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         self.calls.append(list(requests))
@@ -65,3 +72,15 @@ class ScriptedEngine:
             "strategy": "scripted",
             "heads": list(self.heads),
         }
+
+    def set_calibration(self, calibration: Calibration | None) -> None:
+        self.calibration = calibration
+
+    def set_heads(self, heads: dict[str, Head] | None) -> None:
+        self.heads = tuple(sorted(heads or {}))
+
+    def counters(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
