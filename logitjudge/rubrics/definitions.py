@@ -303,8 +303,11 @@ class EvaluatorDef(_Strict):
             )
         self._check_kind_fields(kind)
         kind.check(self)
-        if self.contrast is not None and "context" not in self.required:
-            raise ValueError(f"{self.name}: contrast 'context' needs a required `context`")
+        if self.contrast is not None and ("context" not in self.required or self.state_fields is not None):
+            raise ValueError(
+                f"{self.name}: contrast 'context' needs a required `context` and the whole item's state "
+                "(no state_fields)"
+            )
         if "claim" not in kind.placeholders(self) and "{claim}" in " ".join(self._texts(kind)):
             raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators, claim_probes and chunk_head")
         if self.per_chunk and "context" not in self.required:

@@ -111,6 +111,15 @@ def test_chunk_support_over_each_chunk_alone_is_refused_at_load():
         EvaluatorDef.model_validate({**raw, "version": "9", "chunk_state": True, "template": "Bears on {output}?"})
 
 
+def test_contrast_over_some_fields_only_is_refused_at_load():
+    """The contrast twin is the whole item's request without ``context``; a definition asking over
+    ``state_fields`` had no twin, and every item failed while scoring."""
+    raw = default_registry().get("faithfulness").model_dump()
+    with pytest.raises(ValidationError, match=r"contrast 'context' needs .* \(no state_fields\)"):
+        EvaluatorDef.model_validate({**raw, "version": "9", "state_fields": ["output", "context"]})
+    assert EvaluatorDef.model_validate({**raw, "version": "9", "contrast": None, "state_fields": ["output", "context"]})
+
+
 def test_keys_read_as_their_place():
     assert str(QuestionKey("faithfulness")) == "faithfulness"
     assert str(QuestionKey("chunk_relevance", chunk=3)) == "chunk_relevance.3"
