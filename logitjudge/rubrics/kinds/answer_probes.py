@@ -117,11 +117,6 @@ class AnswerProbes(ScoringKind):
     (score) is the result's shape."""
 
     name = "answer_probes"
-    summary = (
-        "the `probes` over the output alone against a content-free output, and a `sentence_probe` per "
-        'sentence, mapped to the levels by the fitted `classes`; score = E[level] / top; label "x.x / top"; '
-        "passed when score >= threshold"
-    )
     question_type = "score"
     fields: ClassVar[Mapping[str, bool]] = {
         "probes": True,

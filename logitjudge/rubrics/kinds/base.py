@@ -45,7 +45,6 @@ class ScoringKind(ABC):
 
     Class attributes (what a definition of this kind looks like; checked at load):
         name: the catalogue's ``scoring`` value.
-        summary: one line: what it asks, the score, the label, the pass rule (for docs).
         question_type: the definition's ``question_type``.
         per_chunk, per_claim: the definition's flags (one question per chunk, per claim).
         fields: the definition fields only some kinds take (``likelihood``, ``probes``,
@@ -61,7 +60,6 @@ class ScoringKind(ABC):
     """
 
     name: ClassVar[str]
-    summary: ClassVar[str]
     question_type: ClassVar[QuestionType]
     per_chunk: ClassVar[bool] = False
     per_claim: ClassVar[bool] = False

@@ -116,11 +116,6 @@ class ChunkEvidence(ScoringKind):
     :func:`score_chunk_evidence`."""
 
     name = "chunk_evidence"
-    summary = (
-        "per chunk alone, a yes/no question and a continuation, each against a content-free chunk, combined "
-        'by the fitted `combine` into P(relevant); score = relevant / N; label "nn% yes"; passed when score '
-        ">= threshold"
-    )
     question_type = "noul"
     per_chunk = True
     fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "likelihood": True, "combine": True}

@@ -52,11 +52,6 @@ class ChunkHead(ScoringKind):
     trained ``head``: :func:`score_chunk_head`. Without the head the runner asks ``head.fallback``."""
 
     name = "chunk_head"
-    summary = (
-        "per chunk alone and per claim of the output, the template's choice read by the trained `head`; a "
-        "chunk takes the claim it speaks to most; score = max(0, (S - C) / N); label the worst chunk label; "
-        "passed when no chunk contradicts and score >= threshold"
-    )
     question_type = "choice"
     per_chunk = True
     fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "head": True}

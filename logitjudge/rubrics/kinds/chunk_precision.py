@@ -51,10 +51,6 @@ class ChunkPrecision(SequenceKind):
     :func:`score_chunk_precision`."""
 
     name = "chunk_precision"
-    summary = (
-        'a yes/no question per chunk; score = relevant / N (p >= 0.5); label "k/N relevant"; passed when '
-        "score >= threshold"
-    )
     question_type = "noul"
     per_chunk = True
     fields: ClassVar[Mapping[str, bool]] = {"chunk_state": False}

@@ -73,12 +73,6 @@ class ChunkProbes(ScoringKind):
     :func:`score_chunk_probes`. ``question_type`` (choice) is the result's shape."""
 
     name = "chunk_probes"
-    summary = (
-        "per chunk alone (and per claim, with `claim_probes`), the `probes` against a content-free chunk, "
-        "mapped to the options by the fitted `classes`; a chunk takes the claim it speaks to most; score = "
-        "max(0, (S - C) / N); label the worst chunk label; passed when no chunk contradicts and score >= "
-        "threshold"
-    )
     question_type = "choice"
     per_chunk = True
     fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "probes": True, "classes": True, "claim_probes": False}

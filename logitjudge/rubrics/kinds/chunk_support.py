@@ -56,10 +56,6 @@ class ChunkSupport(SequenceKind):
     :func:`score_chunk_support`. (Over each chunk alone: ``chunk_probes`` or ``chunk_head``.)"""
 
     name = "chunk_support"
-    summary = (
-        'a choice per chunk (supports / contradicts / unrelated); score = max(0, (S - C) / N); label "S '
-        'supports, C contradicts, U unrelated"; passed when no chunk contradicts and score >= threshold'
-    )
     question_type = "choice"
     per_chunk = True
 

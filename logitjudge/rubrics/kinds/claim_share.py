@@ -60,10 +60,6 @@ class ClaimShare(SequenceKind):
     ``{claim}`` in the template quotes each): :func:`score_claim_share`."""
 
     name = "claim_share"
-    summary = (
-        "a yes/no question per claim (sentence) of the output; score = the mean P(yes) (with `contrast`: of "
-        'the contrasts); label "k/N claims supported"; passed when score >= threshold'
-    )
     question_type = "noul"
     per_claim = True
     fields: ClassVar[Mapping[str, bool]] = {"contrast": False}

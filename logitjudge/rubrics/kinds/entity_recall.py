@@ -86,11 +86,6 @@ class EntityRecall(ScoringKind):
     ``question_type`` (score) is the result's shape."""
 
     name = "entity_recall"
-    summary = (
-        "the entities of `expected` matched in the context by rules, a yes/no question (`entity_template`) "
-        'for each left open; level from the share present; score = level / top; label "L.0 / top"; passed '
-        "when score >= threshold"
-    )
     question_type = "score"
     fields: ClassVar[Mapping[str, bool]] = {"entity_template": True}
     needs_template = False

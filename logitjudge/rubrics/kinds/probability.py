@@ -61,10 +61,6 @@ class Probability(SequenceKind):
     """One noul over the item (or ``state_fields``): :func:`score_probability`."""
 
     name = "probability"
-    summary = (
-        'one yes/no question; score = P(yes) (with `contrast`: sigmoid(logit p - logit p0)); label "nn% yes";'
-        " passed when score >= threshold"
-    )
     question_type = "noul"
     fields: ClassVar[Mapping[str, bool]] = {"contrast": False}
     scaled = True

@@ -42,9 +42,6 @@ class Rubric(SequenceKind):
     """One score question over the item (or ``state_fields``): :func:`score_rubric`."""
 
     name = "rubric"
-    summary = (
-        'one score question of L levels; score = E[level] / (L-1); label "x.x / L-1"; passed when score >= threshold'
-    )
     question_type = "score"
     scaled = True
     reads_own_head = True

@@ -55,10 +55,6 @@ class TypedQuestion(SequenceKind):
     :func:`score_typed_question`. Its answers are batch-debiased under ``debias="batch"``."""
 
     name = "typed_question"
-    summary = (
-        "the item's own `question`, answered as asked; score = P(yes) (noul) or E[level]/(L-1) (score), null "
-        "for a choice; label as the answer; passed is null (no pass rule)"
-    )
     question_type = "typed"
     needs_template = False
     batch_debiased = True
