@@ -8,6 +8,7 @@ pass. See ``README.md``; the Python API is :class:`Judge`.
 from importlib.metadata import PackageNotFoundError, version
 
 from logitjudge.errors import (
+    ConfigurationError,
     ContextOverflowError,
     EngineDeadError,
     EngineError,
@@ -34,6 +35,7 @@ __all__ = [
     "ContextOverflowError",
     "UnknownModelError",
     "UnsupportedModelError",
+    "ConfigurationError",
     "EngineError",
     "OverloadedError",
     "EngineDeadError",

@@ -14,6 +14,7 @@ this tree; nothing here knows HTTP.
     │   ├── UnsupportedInputError     the request uses an input this engine cannot take (image assets) (-> 400)
     │   └── UnsupportedModelError     the model cannot serve this request or this engine (bad tokenizer, ...) (-> 400)
     │       └── CalibrationMismatchError  a calibration file fitted for another model/prompt/dtype/strategy (load time)
+    ├── ConfigurationError            the operator's: an unknown device, dtype, backend, strategy (load time; -> 500)
     └── EngineError                   not the caller's fault
         ├── OverloadedError           queue full, out of memory, draining; retryable (-> 529 + Retry-After)
         └── EngineDeadError           the engine cannot answer at all; not retryable (-> 500)
@@ -49,6 +50,7 @@ __all__ = [
     "UnsupportedInputError",
     "UnsupportedModelError",
     "CalibrationMismatchError",
+    "ConfigurationError",
     "EngineError",
     "OverloadedError",
     "EngineDeadError",
@@ -170,7 +172,7 @@ class ContextOverflowError(RequestError):
 class UnknownModelError(RequestError):
     """The request's ``model`` is neither the served model nor one of its aliases.
 
-    Raised only by :func:`logitjudge.judge.check_model`, so every API says it the same way.
+    Raised only by :meth:`logitjudge.judge.Judge.check_model`, so every API says it the same way.
 
     Attributes:
         requested: the ``model`` the request named.
@@ -224,6 +226,18 @@ class HeadMismatchError(UnsupportedModelError):
     def __init__(self, message: str, *, mismatch: dict[str, tuple[object, object]] | None = None) -> None:
         super().__init__(message, field=("heads",))  # the --heads / Judge.load argument
         self.mismatch = mismatch or {}
+
+
+class ConfigurationError(LogitJudgeError):
+    """The engine is configured with something it cannot run: an unknown device, dtype, backend,
+    strategy, attention or prompt version, or a combination this model or machine refuses.
+
+    The operator's to fix, never a request's: raised while loading (``EngineConfig``,
+    ``Judge.load``, ``Engine.load``), before any request is answered; the CLI exits 2 (a bad flag),
+    a server that met one would answer 500. ``field`` names the option (``("backend",)``).
+    """
+
+    error_type = "configuration_error"
 
 
 class EngineError(LogitJudgeError):

@@ -131,6 +131,8 @@ class Judge:
                 lists the loaded ones; the vLLM backend takes none.
 
         Raises:
+            ConfigurationError: an unknown strategy, attention, backend or prompt version (before
+                the model loads), or one this model or machine cannot run.
             CalibrationMismatchError: the calibration file was fitted for another model, prompt
                 version or dtype.
             HeadMismatchError: a head folder holds no head, or one trained for another engine.

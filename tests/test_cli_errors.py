@@ -105,3 +105,22 @@ def test_rotations_are_part_of_the_engine_a_results_file_remembers(tmp_path, mon
     more.write_text(more.read_text() + json.dumps({"id": "b", "output": "y", "context": ["c"]}) + "\n")
     assert main([*base, "--rotations", "3"]) == 2
     assert "default_rotations" in capsys.readouterr().err
+
+
+def test_a_configuration_error_while_loading_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    """A bad device, dtype or backend is the operator's to fix (exit 2, like a bad flag), not a
+    failure of the run (exit 1); it names the option."""
+    (tmp_path / "misconfigured.py").write_text(
+        "from logitjudge.errors import ConfigurationError\n\n"
+        "def make_judge():\n"
+        "    raise ConfigurationError(\"unknown backend 'llamacpp'\", field=('backend',))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"model": "jev-latest", "state": "s", "questions": {"q": {"type": "noul"}}}))
+    assert main(["ask", str(req), "--judge-factory", "misconfigured"]) == 2
+    said = json.loads(capsys.readouterr().err.strip().splitlines()[-1])["detail"]
+    assert said == {"error_type": "configuration_error", "message": "unknown backend 'llamacpp'", "field": ["backend"]}
+    assert main(["serve", "--judge-factory", "misconfigured"]) == 2
+    said = json.loads(capsys.readouterr().err.strip().splitlines()[-1])["detail"]
+    assert said == {"error_type": "configuration_error", "message": "cannot load the model: unknown backend 'llamacpp'"}

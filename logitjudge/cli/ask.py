@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, error_json, fail, load_judge
-from logitjudge.errors import LogitJudgeError, RequestError
+from logitjudge.errors import ConfigurationError, LogitJudgeError, RequestError
 
 __all__ = ["add_ask_parser", "cmd_ask"]
 
@@ -49,7 +49,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     try:
         judge = load_judge(args)
         response = judge.ask(body)
-    except RequestError as exc:
+    except (RequestError, ConfigurationError) as exc:  # the request's, or a bad --device / --backend
         print(error_json(exc), file=sys.stderr)
         return 2
     except LogitJudgeError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge.cli.common import add_model_args, error_json, fail, load_judge, positive_int
-from logitjudge.errors import LogitJudgeError, RequestError
+from logitjudge.errors import ConfigurationError, LogitJudgeError, RequestError
 
 __all__ = ["add_fit_parser", "cmd_fit"]
 
@@ -102,7 +102,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         result = fit_head(
             defn, examples, features, engine.describe(), holdout=args.holdout, folds=args.folds, seed=args.seed
         )
-    except RequestError as exc:
+    except (RequestError, ConfigurationError) as exc:
         print(error_json(exc), file=sys.stderr)
         return 2
     except LogitJudgeError as exc:

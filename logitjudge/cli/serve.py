@@ -28,7 +28,7 @@ from typing import Any
 from logitjudge.cli.common import add_model_args, fail, load_judge, positive_int
 from logitjudge.cli.config_args import add_config_argument, config_values
 from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES
-from logitjudge.errors import LogitJudgeError, RequestError
+from logitjudge.errors import ConfigurationError, LogitJudgeError, RequestError
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 
 __all__ = ["add_serve_parser", "run_serve", "resolve_api_keys"]
@@ -193,7 +193,7 @@ def run_serve(args: argparse.Namespace) -> int:
     loading = time.monotonic()
     try:
         judge = load_judge(args)
-    except RequestError as exc:  # a bad --model, --device, --dtype, --calibration
+    except (RequestError, ConfigurationError) as exc:  # a bad --model, --device, --dtype, --backend, --calibration
         return fail(f"cannot load the model: {exc.message}", exc.error_type)
     except LogitJudgeError as exc:
         return fail(f"cannot load the model: {exc.message}", exc.error_type, status=1)

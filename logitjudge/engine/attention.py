@@ -5,7 +5,8 @@ Two ways to isolate the question branches of a packed row (see ``engine.pack``):
 ``dense``  an additive float (Lq, Lk) mask per layer type (:func:`logitjudge.engine.pack.additive_mask`).
            Simple and exact, but quadratic in memory: a 32k-token state with 64 questions is a
            ~36k-token row, whose mask alone is 2.6 GiB in bf16 (5.2 GiB in fp32) per layer type.
-           Built only for rows of at most :data:`DENSE_MASK_MAX_TOKENS` tokens.
+           Built only for rows of at most
+           :attr:`~logitjudge.engine.config.EngineConfig.dense_mask_max_tokens` tokens (4096).
 ``flex``   torch's FlexAttention with a :class:`BlockMask` built here straight from the segment
            tree: a ``mask_mod`` that reads segment ids, the ancestor table and positions, plus the
            list of (q block, kv block) tiles that hold any allowed pair. Memory is O(L) for the
@@ -26,13 +27,9 @@ from typing import Any
 
 import torch
 
-from logitjudge.engine.config import ATTN_CHOICES, EngineConfig
+from logitjudge.engine.config import ATTN_CHOICES
 from logitjudge.engine.pack import PackedRow, allowed_rows
-from logitjudge.errors import UnsupportedModelError
-
-DENSE_MASK_MAX_TOKENS = EngineConfig.dense_mask_max_tokens
-"""Rows longer than this never get a dense mask (the default; see
-:attr:`~logitjudge.engine.config.EngineConfig.dense_mask_max_tokens` for why 4096)."""
+from logitjudge.errors import ConfigurationError
 
 FLEX_BLOCK = 128  # FlexAttention's default tile (torch's _DEFAULT_SPARSE_BLOCK_SIZE)
 _CHUNK_ELEMENTS = 1 << 24  # bools per tile-classification chunk: 16 MiB
@@ -56,17 +53,18 @@ def resolve_attn(attn: str, model: Any, device: torch.device, *, mask_ignoring: 
     """The attention implementation to run: see the module docstring.
 
     Raises:
-        UnsupportedModelError: an unknown name, or ``flex_attention`` for a model without it.
+        ConfigurationError: an unknown name, or ``flex_attention`` for a model (or a torch)
+            without it.
     """
     if attn not in ATTN_CHOICES:
-        raise UnsupportedModelError(f"unknown attention {attn!r}; one of {ATTN_CHOICES}")
+        raise ConfigurationError(f"unknown attention {attn!r}; one of {ATTN_CHOICES}", field=("attn",))
     current = str(getattr(model.config, "_attn_implementation", None) or "eager")
     if attn == "auto":
         if device.type == "cuda" and not mask_ignoring and supports_flex(model):
             return "flex_attention"
         return current
     if attn == "flex_attention" and not supports_flex(model):
-        raise UnsupportedModelError(f"{model.config.model_type} does not support flex_attention here")
+        raise ConfigurationError(f"{model.config.model_type} does not support flex_attention here", field=("attn",))
     return attn
 
 

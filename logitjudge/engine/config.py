@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from logitjudge.errors import UnsupportedModelError
+from logitjudge.errors import ConfigurationError
 
 __all__ = [
     "EngineConfig",
@@ -83,7 +83,7 @@ class VllmConfig:
 
     Each field is the vLLM engine argument of the same name unless it says otherwise; ``None``
     leaves vLLM's own default. Strict like :class:`EngineConfig`: out-of-range values raise
-    ``ValueError``, an unknown executor ``UnsupportedModelError``.
+    ``ValueError``, an unknown executor :class:`~logitjudge.errors.ConfigurationError`.
     """
 
     tensor_parallel_size: int = 1
@@ -126,8 +126,9 @@ class VllmConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"vllm.{name} must be >= 1, got {getattr(self, name)}")
         if self.distributed_executor_backend not in (None, *DISTRIBUTED_EXECUTORS):
-            raise UnsupportedModelError(
-                f"unknown vLLM executor {self.distributed_executor_backend!r}; one of {DISTRIBUTED_EXECUTORS}"
+            raise ConfigurationError(
+                f"unknown vLLM executor {self.distributed_executor_backend!r}; one of {DISTRIBUTED_EXECUTORS}",
+                field=("vllm", "distributed_executor_backend"),
             )
         if self.kv_cache_gib is not None and self.kv_cache_gib <= 0:
             raise ValueError(f"vllm.kv_cache_gib must be > 0, got {self.kv_cache_gib}")
@@ -141,9 +142,9 @@ class VllmConfig:
 class EngineConfig:
     """How the engine loads its model, runs it, and what one request may hold.
 
-    Strict: an unknown strategy or attention is refused with
-    :class:`~logitjudge.errors.UnsupportedModelError`, a budget below 1 with ``ValueError``, an
-    unknown field (:meth:`with_options`) with ``TypeError``.
+    Strict: an unknown strategy, attention, backend or prompt version is refused with
+    :class:`~logitjudge.errors.ConfigurationError` (``field`` names it), a budget below 1 with
+    ``ValueError``, an unknown field (:meth:`with_options`) with ``TypeError``.
     """
 
     device: str = "auto"
@@ -211,16 +212,20 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         if self.strategy != "auto" and self.strategy not in STRATEGIES:
-            raise UnsupportedModelError(f"unknown strategy {self.strategy!r}; one of {STRATEGIES} or auto")
+            raise ConfigurationError(
+                f"unknown strategy {self.strategy!r}; one of {STRATEGIES} or auto", field=("strategy",)
+            )
         if self.attn not in ATTN_CHOICES:
-            raise UnsupportedModelError(f"unknown attention {self.attn!r}; one of {ATTN_CHOICES}")
+            raise ConfigurationError(f"unknown attention {self.attn!r}; one of {ATTN_CHOICES}", field=("attn",))
         if self.backend not in BACKENDS:
-            raise UnsupportedModelError(f"unknown backend {self.backend!r}; one of {BACKENDS}")
+            raise ConfigurationError(f"unknown backend {self.backend!r}; one of {BACKENDS}", field=("backend",))
         for name in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.prompt_version not in PROMPT_VERSIONS:
-            raise UnsupportedModelError(f"unknown prompt version {self.prompt_version!r}; one of {PROMPT_VERSIONS}")
+            raise ConfigurationError(
+                f"unknown prompt version {self.prompt_version!r}; one of {PROMPT_VERSIONS}", field=("prompt_version",)
+            )
         if self.state_cache_mb < 0:
             raise ValueError(f"state_cache_mb must be >= 0, got {self.state_cache_mb}")
 

@@ -33,6 +33,7 @@ MissingFieldError               422     (detail[]) missing      an evaluator nam
 InvalidRequestError             422     (detail[])              the engine or a limit refuses a field
 RequestError (other)            400     invalid_request_error
 OverloadedError                 529     overloaded_error        queue full / OOM / draining (A.9 E6)
+ConfigurationError              500     configuration_error     a bad device, dtype or backend (load time)
 EngineDeadError, EngineError    500     internal_error          the engine failed a valid request
 LogitJudgeError (other)         500     internal_error
 RequestValidationError          422     (detail[])              the body does not match the wire
@@ -69,6 +70,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from logitjudge.contract.systemone import ErrorBody, ErrorDetail
 from logitjudge.errors import (
     CalibrationMismatchError,
+    ConfigurationError,
     ContextOverflowError,
     EngineDeadError,
     EngineError,
@@ -162,6 +164,7 @@ STATUS_TABLE: tuple[tuple[type[BaseException], int], ...] = (
     (InvalidRequestError, 422),
     (RequestError, 400),
     (OverloadedError, 529),
+    (ConfigurationError, 500),
     (EngineDeadError, 500),
     (EngineError, 500),
     (LogitJudgeError, 500),

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from logitjudge.engine.config import ATTN_CHOICES, STRATEGIES, EngineConfig, SchedulerConfig, VllmConfig
-from logitjudge.errors import UnsupportedModelError
+from logitjudge.errors import ConfigurationError, RequestError
 from logitjudge.server.config import ACCELERATOR_BATCHING, CPU_BATCHING, ServerConfig
 from logitjudge.server.limits import RequestLimits
 
@@ -157,14 +157,13 @@ def test_create_app_and_the_scheduler_default_to_the_configs():
 
 
 def test_the_engine_signatures_default_to_the_engine_config():
-    from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS
     from logitjudge.engine.model import load_model
     from logitjudge.engine.runner import Runner
     from logitjudge.judge import Judge
 
     runner = _defaults(Runner.__init__)
     assert runner["max_row_tokens"] == EngineConfig.max_row_tokens
-    assert runner["dense_mask_max_tokens"] == EngineConfig.dense_mask_max_tokens == DENSE_MASK_MAX_TOKENS
+    assert runner["dense_mask_max_tokens"] == EngineConfig.dense_mask_max_tokens
     assert _defaults(load_model) == {"device": EngineConfig.device, "dtype": EngineConfig.dtype}
     # Judge.load: every engine argument is None = "the config's"; the config is EngineConfig()
     load = _defaults(Judge.load.__func__)
@@ -205,17 +204,26 @@ def test_max_choice_options_is_defined_once():
 
 
 def test_configs_refuse_what_they_cannot_run():
-    with pytest.raises(UnsupportedModelError, match="unknown strategy 'pakced'"):
-        EngineConfig(strategy="pakced")
-    with pytest.raises(UnsupportedModelError, match="unknown attention"):
-        EngineConfig(attn="flash")
+    refused = {
+        ("strategy",): "unknown strategy 'pakced'",
+        ("attn",): "unknown attention 'flash'",
+        ("backend",): "unknown backend 'llamacpp'",
+        ("prompt_version",): "unknown prompt version 'lj-prompt-9'",
+    }
+    for field, message in refused.items():
+        with pytest.raises(ConfigurationError, match=message) as raised:
+            EngineConfig(**{field[0]: message.split("'")[1]})
+        # the operator's configuration, not a request's: the server's table does not answer it 4xx
+        assert raised.value.field == field and not isinstance(raised.value, RequestError)
+        assert raised.value.error_type == "configuration_error"
+    with pytest.raises(ConfigurationError, match="unknown vLLM executor 'slurm'") as raised:
+        VllmConfig(distributed_executor_backend="slurm")
+    assert raised.value.field == ("vllm", "distributed_executor_backend")
     for field in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):
         with pytest.raises(ValueError, match=field):
             EngineConfig(**{field: 0})
     with pytest.raises(ValueError, match="state_cache_mb"):
         EngineConfig(state_cache_mb=-1)
-    with pytest.raises(UnsupportedModelError, match="unknown prompt version"):
-        EngineConfig(prompt_version="lj-prompt-9")
     with pytest.raises(TypeError):
         EngineConfig().with_options(max_rows_tokens=10)  # a typo fails loudly
     assert EngineConfig().with_options(strategy=None, max_row_tokens=None) == EngineConfig()  # None keeps
@@ -234,8 +242,12 @@ def test_an_unknown_strategy_is_refused_before_the_model_loads(monkeypatch):
         raise AssertionError("the model was loaded")
 
     monkeypatch.setattr(core, "load_model", no_load)
-    with pytest.raises(UnsupportedModelError, match="unknown strategy"):
+    with pytest.raises(ConfigurationError, match="unknown strategy"):
         core.Engine.load(None, strategy="pakced")
+    from logitjudge.judge import Judge
+
+    with pytest.raises(ConfigurationError, match="unknown backend 'llamacpp'"):
+        Judge.load(None, backend="llamacpp")
 
 
 # -- the row budget's new name, and the old one -------------------------------------------------

@@ -12,12 +12,13 @@ import pytest
 import torch
 from test_parity import QUESTIONS, STATE, max_diff
 
-from logitjudge.engine.attention import DENSE_MASK_MAX_TOKENS, FLEX_BLOCK, flex_block_mask, resolve_attn
+from logitjudge.engine.attention import FLEX_BLOCK, flex_block_mask, resolve_attn
+from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.core import Engine, tolerance_for
 from logitjudge.engine.model import LoadedModel, placement
 from logitjudge.engine.pack import Tree, add_request, allowed_matrix, lay_out
 from logitjudge.engine.types import EngineRequest
-from logitjudge.errors import UnsupportedModelError
+from logitjudge.errors import ConfigurationError
 
 LONG_STATE = " ".join(f"Line {i}: the lamp order {i} shipped on time and arrived intact." for i in range(230))
 
@@ -54,7 +55,7 @@ def long_llama(tokenizer) -> Engine:
 def test_long_request_never_builds_a_dense_mask(long_llama):
     engine, runner = long_llama, long_llama.runner
     plan = engine.plan(EngineRequest(LONG_STATE, QUESTIONS[:3]))
-    assert plan.n_tokens > DENSE_MASK_MAX_TOKENS
+    assert plan.n_tokens > runner.dense_mask_max_tokens == EngineConfig.dense_mask_max_tokens
     built = runner.dense_masks_built
     reads = runner.run([plan], "packed")
     assert reads.paths == ["packed>prefix_rows"]
@@ -73,7 +74,7 @@ def test_long_request_after_a_prefix_cache_gets_a_thin_mask(long_llama):
     reads = runner.run([plan], "prefix_packed")
     assert reads.paths[0].startswith("prefix_packed:")
     branches = plan.n_tokens - len(plan.prefix)
-    assert 0 < runner.largest_dense_cells <= branches * plan.n_tokens <= DENSE_MASK_MAX_TOKENS**2
+    assert 0 < runner.largest_dense_cells <= branches * plan.n_tokens <= runner.dense_mask_max_tokens**2
     assert runner.largest_dense_cells < plan.n_tokens**2  # never an L x L mask
     assert max_diff(probs(engine, plan, "prefix_packed"), probs(engine, plan, "separate")) <= tolerance_for(
         torch.float32
@@ -189,9 +190,9 @@ def test_attention_choice(tiny_llama, tiny_mamba):
     assert resolve_attn("auto", llama, cuda, mask_ignoring=False) == "flex_attention"
     assert resolve_attn("auto", mamba, cuda, mask_ignoring=True) != "flex_attention"
     assert resolve_attn("eager", llama, cuda, mask_ignoring=False) == "eager"
-    with pytest.raises(UnsupportedModelError):
+    with pytest.raises(ConfigurationError, match="unknown attention 'flash'"):
         resolve_attn("flash", llama, cpu, mask_ignoring=False)
-    with pytest.raises(UnsupportedModelError):
+    with pytest.raises(ConfigurationError, match="does not support flex_attention"):
         resolve_attn("flex_attention", mamba, cpu, mask_ignoring=True)
 
 

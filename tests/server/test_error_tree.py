@@ -23,10 +23,10 @@ from server_helpers import BODY, GatedEngine, rising
 from support.scripted import ScriptedEngine
 
 from logitjudge import Judge
-from logitjudge.errors import LogitJudgeError, UnknownModelError
+from logitjudge.errors import ConfigurationError, LogitJudgeError, RequestError, UnknownModelError
 from logitjudge.rubrics.api import evaluate
 from logitjudge.server.app import create_app
-from logitjudge.server.errors import LOAD_TIME_ONLY, STATUS_TABLE
+from logitjudge.server.errors import LOAD_TIME_ONLY, STATUS_TABLE, logitjudge_error_response
 
 PACKAGE = Path(__file__).resolve().parents[2] / "logitjudge"
 
@@ -129,6 +129,16 @@ def test_no_row_of_the_status_table_is_shadowed_by_an_earlier_one() -> None:
     assert shadowed == []
     statuses = [status for _, status in STATUS_TABLE]
     assert all(400 <= s <= 599 for s in statuses)
+
+
+def test_a_configuration_error_is_the_operators_never_a_4xx() -> None:
+    """A bad device, dtype or backend is not the client's fault: no 4xx, whatever its message."""
+    response = logitjudge_error_response(ConfigurationError("unknown backend 'x'", field=("backend",)))
+    assert response.status_code == 500 and not issubclass(ConfigurationError, RequestError)
+    assert json.loads(response.body)["detail"] == {
+        "error_type": "configuration_error",
+        "message": "unknown backend 'x'",
+    }
 
 
 # -- one unknown-model error --------------------------------------------------------------------
