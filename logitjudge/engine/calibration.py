@@ -56,12 +56,12 @@ fitting and the held-out refusal are the same as for buckets (:mod:`logitjudge.r
 
 The readout stage applies it: ``Engine.set_calibration`` hands the calibration to the engine's
 :class:`~logitjudge.engine.readout.Readout`, whose ``final_distributions`` scales each question
-with :func:`logitjudge.engine.readout.scale` right after averaging its views; every answer field
+with :func:`logitjudge.engine.formulas.scale` right after averaging its views; every answer field
 (``noul``, ``choice`` = argmax, ``score`` = sum i p_i, confidences) is derived from the
-calibrated distribution. This module holds the fitting and the file format; the softmax and
-log-sum-exp it needs are the readout's (:mod:`logitjudge.engine.readout`, the one place option
-probabilities are computed), imported when first needed so that importing this module (the CLI
-does, to build its parser) does not import torch. Fitting from labelled data and the
+calibrated distribution. This module holds the fitting and the file format; the scaling,
+softmax and log-sum-exp it needs are the ones the readout uses (:mod:`logitjudge.engine.formulas`,
+which loads torch on first use, so importing this module, as the CLI does to build its parser,
+does not import torch). Fitting from labelled data and the
 before/after report live in :mod:`logitjudge.rubrics.calibrate` (``logitjudge calibrate``).
 """
 
@@ -78,6 +78,7 @@ from typing import Any
 
 import numpy as np
 
+from logitjudge.engine.formulas import PROBABILITY_FLOOR, logsumexp, scale
 from logitjudge.errors import CalibrationMismatchError
 
 __all__ = [
@@ -162,24 +163,18 @@ class Scaling:
     clamped: bool = False
 
     def apply(self, probs: Sequence[float]) -> list[float]:
-        """``softmax(log p / T + b)`` (:func:`logitjudge.engine.readout.scale`, the formula the
+        """``softmax(log p / T + b)`` (:func:`logitjudge.engine.formulas.scale`, the formula the
         engine applies); ``probs`` must have ``len(bias)`` entries when biased."""
-        from logitjudge.engine.readout import scale  # torch, on first use (see the module docstring)
-
         return scale(probs, self.temperature, self.bias).tolist()
 
 
 def _log_probs(probs: Sequence[Sequence[float]]) -> np.ndarray:
-    """(N, K) fp64 ``log max(p, floor)``, the floor of :func:`~logitjudge.engine.readout.scale`."""
-    from logitjudge.engine.readout import PROBABILITY_FLOOR
-
+    """(N, K) fp64 ``log max(p, floor)``, the floor of :func:`~logitjudge.engine.formulas.scale`."""
     return np.log(np.clip(np.asarray(probs, dtype=np.float64), PROBABILITY_FLOOR, 1.0))
 
 
 def _nll(params: np.ndarray, logp: np.ndarray, gold: np.ndarray, with_bias: bool) -> float:
-    import torch
-
-    from logitjudge.engine.readout import logsumexp
+    import torch  # for from_numpy; on first use (see the module docstring)
 
     z = logp / params[0]  # (N, K)
     if with_bias:
@@ -250,8 +245,6 @@ def fit_scaling(
 def nll_of(samples: Sequence[LabelledDistribution], scaling: Scaling | None = None) -> float:
     """Mean ``-log p[gold]`` of ``samples``, as given or after ``scaling`` (probabilities floored
     at 1e-9, as in the fit)."""
-    from logitjudge.engine.readout import PROBABILITY_FLOOR, scale
-
     gold_p = [float(s.probs[s.gold]) for s in samples]
     if scaling is not None:  # one scale() call per option count, not one per sample (3x faster)
         by_count: dict[int, list[int]] = defaultdict(list)

@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.formulas import softmax
 from logitjudge.errors import HeadMismatchError
 
 HEAD_WEIGHTS = "head.safetensors"
@@ -109,8 +110,6 @@ class Head:
             a = torch.relu(a @ w.to(a.device).T + b.to(a.device))
         w, b = self.weights[-1]
         z = a @ w.to(a.device).T + b.to(a.device)  # (R, C)
-        from logitjudge.engine.readout import softmax  # the package's one softmax
-
         return softmax(z.double(), dim=-1).cpu()
 
     def check(self, describe: Mapping[str, Any]) -> None:

@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.formulas import logsumexp
 from logitjudge.engine.pack import LabelTerm
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
 
@@ -126,8 +127,6 @@ class DecisionHead:
         views: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         for k, t in enumerate(labels):
             views[(t.request, t.question, t.view)].append(k)
-        from logitjudge.engine.readout import logsumexp  # the package's one log-sum-exp
-
         out = torch.empty_like(z)
         for idx in views.values():
             at = torch.tensor(idx, device=z.device)

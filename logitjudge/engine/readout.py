@@ -19,13 +19,15 @@ processing: Gemma 2's soft-capping, Cohere's ``logit_scale``, Granite's ``logits
 **Calibration** is part of this stage: where the engine's :class:`~logitjudge.engine.calibration.Calibration`
 (handed to :attr:`Readout.calibration` by ``Engine.set_calibration``) has a scaling for a
 question's bucket, its final distribution ``p`` (views averaged) becomes
-``softmax(log max(p, 1e-9) / T + b)`` (:func:`scale`; the formula's source and the fitting are in
-:mod:`logitjudge.engine.calibration`). Every answer field derives from that one distribution.
+``softmax(log max(p, 1e-9) / T + b)`` (:func:`~logitjudge.engine.formulas.scale`; the formula's
+source and the fitting are in :mod:`logitjudge.engine.calibration`). Every answer field derives
+from that one distribution.
 
-:func:`softmax` and :func:`logsumexp` are the package's only softmax / log-sum-exp (torch's,
-fp32 or fp64 as given): the readout above, the calibration's scaling and its fitting NLL all call
-them, so "where do the final option probabilities come from" has one answer, this module
-(``tests/engine/test_one_place.py`` fails on another implementation elsewhere).
+The formulas themselves (softmax, log-sum-exp, the scaling) live in :mod:`logitjudge.engine.formulas`,
+which the calibration imports too, so "where do the final option probabilities come from" has one
+answer, this module and its formulas (``tests/engine/test_one_place.py`` fails on another
+implementation elsewhere). ``readout.softmax``, ``readout.logsumexp`` and ``readout.scale`` are
+those functions.
 """
 
 from __future__ import annotations
@@ -37,59 +39,15 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from logitjudge.engine.formulas import logsumexp, scale, softmax
 from logitjudge.engine.pack import LabelTerm, RequestPlan
 
-if TYPE_CHECKING:  # calibration imports this module (lazily) for the formulas below
+if TYPE_CHECKING:
     from logitjudge.engine.calibration import Calibration, Scaling
     from logitjudge.engine.heads import Head
     from logitjudge.engine.interop import DecisionHead
 
 _LSE_CHUNK = 256  # rows of (rows, vocab) logits at a time: 256 x 152k x 4 B = 156 MB at most
-PROBABILITY_FLOOR = 1e-9
-"""Floor of probabilities before a log (calibration, its fit and NLL): an fp32 softmax can
-underflow to 0, whose log would be -inf."""
-
-
-def softmax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """``exp(z_i) / sum_j exp(z_j)`` along ``dim``, in ``z``'s dtype (``torch.softmax``: max-shifted,
-    so large scores do not overflow)."""
-    return torch.softmax(z, dim=dim)
-
-
-def logsumexp(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """``log sum_j exp(z_j)`` along ``dim`` (which is removed), in ``z``'s dtype
-    (``torch.logsumexp``: max-shifted, stable)."""
-    return torch.logsumexp(z, dim=dim)
-
-
-def scale(
-    probs: torch.Tensor | Sequence[float] | Sequence[Sequence[float]],
-    temperature: float,
-    bias: Sequence[float] | None = None,
-) -> torch.Tensor:
-    """Temperature (and bias) scaling of distributions: ``softmax(log max(p, 1e-9) / T + b)``.
-
-    Source: Guo et al. 2017 (see :mod:`logitjudge.engine.calibration`, which fits ``T`` and ``b``).
-
-    Args:
-        probs: (n,) one distribution, or (N, n) several with the same options; computed in fp64.
-        temperature: ``T`` > 0.
-        bias: ``b``, one term per option, or ``None``.
-
-    Returns:
-        fp64 probabilities of ``probs``' shape, each row summing to 1 (a row of a batch equals
-        that row scaled alone, bit for bit).
-
-    Raises:
-        ValueError: ``bias`` has another length than the rows of ``probs``.
-    """
-    p = torch.as_tensor(probs, dtype=torch.float64)  # (..., n)
-    z = p.clamp(PROBABILITY_FLOOR, 1.0).log() / temperature  # (..., n)
-    if bias is not None:
-        if len(bias) != z.shape[-1]:
-            raise ValueError(f"bias has {len(bias)} terms for {z.shape[-1]} options")
-        z = z + torch.tensor(bias, dtype=torch.float64)  # (n,) broadcast over rows
-    return softmax(z, dim=-1)
 
 
 def logit_transform(config: Any) -> Callable[[torch.Tensor], torch.Tensor]:

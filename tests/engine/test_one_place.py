@@ -1,8 +1,10 @@
-"""Final option probabilities come from one place, ``logitjudge.engine.readout``.
+"""Final option probabilities come from one place, ``logitjudge.engine.readout`` and the formulas
+it is made of, ``logitjudge.engine.formulas``.
 
 - The softmax family (``np.exp``, ``torch.softmax``, ``log_softmax``, ``logsumexp`` ...) is
-  implemented or called nowhere in ``logitjudge/`` but ``engine/readout.py`` (a source scan).
-  Regression: calibration re-did a softmax in numpy and a hand-written log-sum-exp.
+  implemented or called nowhere in ``logitjudge/`` but ``engine/readout.py`` and
+  ``engine/formulas.py`` (a source scan). Regression: calibration re-did a softmax in numpy and a
+  hand-written log-sum-exp; the rubrics took a sigmoid as a torch softmax of ``(z, 0)``.
 - A noul's yes/no pair is rebuilt from the wire ``noul`` = P(yes) only by
   ``engine.answers.noul_distribution``. Regression: rubric scoring built ``{"yes": p, "no": 1 - p}``
   in three places, calibration samples ``(p, 1.0 - p)`` in three more.
@@ -18,17 +20,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from logitjudge.engine import readout
+from logitjudge.engine import formulas, readout
 from logitjudge.engine.answers import noul_distribution
 from logitjudge.engine.calibration import Calibration, Scaling
 from logitjudge.engine.types import EngineRequest, Option, Question
 
 PACKAGE = Path(__file__).resolve().parents[2] / "logitjudge"
 THE_PLACE = PACKAGE / "engine" / "readout.py"
+FORMULAS = PACKAGE / "engine" / "formulas.py"
 
 # An implementation or a library call of the softmax family: exp (of numpy, torch, math, scipy,
 # or as a tensor method), softmax, log_softmax, logsumexp, logaddexp, and scipy.special. A call
-# of readout's own functions (``readout.softmax(...)``, ``logsumexp(...)`` imported from it) is
+# of the formulas (``readout.softmax(...)``, ``logsumexp(...)`` imported from formulas) is
 # not an implementation and is allowed.
 FORBIDDEN = [
     re.compile(
@@ -49,14 +52,15 @@ def _hits(text: str) -> list[str]:
 def test_the_softmax_family_lives_only_in_readout():
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path == THE_PLACE:
+        if path in (THE_PLACE, FORMULAS):
             continue
         hits = _hits(path.read_text(encoding="utf-8"))
         if hits:
             found[str(path.relative_to(PACKAGE))] = hits
-    assert found == {}, f"softmax / log-sum-exp outside engine/readout.py: {found}"
-    # the scan would see them: readout itself holds them
-    assert _hits(THE_PLACE.read_text(encoding="utf-8"))
+    assert found == {}, f"softmax / log-sum-exp outside engine/readout.py and engine/formulas.py: {found}"
+    # the scan would see them: the formulas hold them
+    assert _hits(FORMULAS.read_text(encoding="utf-8"))
+    assert readout.softmax is formulas.softmax and readout.scale is formulas.scale  # one implementation
 
 
 def test_the_scan_catches_the_old_calibration_code():
@@ -180,3 +184,11 @@ def test_scale_of_a_batch_equals_each_row_alone_and_the_calibration_formula():
         assert row.tolist() == Scaling(2.0, (0.3, -0.2, 0.0)).apply(p)
     with pytest.raises(ValueError, match="bias has 2 terms for 3 options"):
         readout.scale(probs, 2.0, (0.3, 0.0))
+
+
+def test_the_sigmoid_is_the_softmax_of_z_and_zero():
+    """The plain sigmoid equals what the scores took before it, the fp64 softmax of ``(z, 0)``."""
+    for z in (-745.0, -40.0, -3.5, -1e-12, 0.0, 1e-12, 0.7, 3.5, 40.0, 745.0):
+        want = float(readout.softmax(torch.tensor([z, 0.0], dtype=torch.float64))[0])
+        assert formulas.sigmoid(z) == pytest.approx(want, rel=1e-15, abs=1e-300), z
+    assert formulas.sigmoid(0.0) == 0.5 and formulas.sigmoid(-1e4) == 0.0 and formulas.sigmoid(1e4) == 1.0
