@@ -1,5 +1,5 @@
 """The import rules of the package's layers, read from the source (every import, also those inside
-functions), plus what importing the server really loads.
+functions), plus what importing the server and the client really loads.
 
 ::
 
@@ -12,6 +12,9 @@ functions), plus what importing the server really loads.
     judge      the facade (ask, ask_many, evaluate)   no server, no cli
     server     FastAPI edge                           no cli, no facade (it holds a ServedJudge, a protocol);
                                                       never loads torch (test_routes.py)
+    client     a server's HTTP client (evaluate, ask) contract, errors, settings, and the rubrics to plan
+                                                      rows as a local run does; no engine, judge,
+                                                      server or cli; never loads torch (test below)
     cli        the command line                       imported by nothing else
 
 and no import cycle between modules anywhere.
@@ -20,6 +23,8 @@ and no import cycle between modules anywhere.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "logitjudge"
@@ -35,8 +40,10 @@ ALLOWED: dict[str, set[str]] = {
     "judge": {"engine", "contract", "convert", "rubrics", "errors", "settings"},
     "server": {"server", "contract", "convert", "engine", "errors", "settings", "rubrics", "__init__"},
     "fit": {"engine", "rubrics", "errors", "settings"},
+    "client": {"client", "contract", "errors", "settings", "rubrics", "__init__"},
     "cli": {
         "cli",
+        "client",
         "server",
         "rubrics",
         "contract",
@@ -162,6 +169,13 @@ def test_the_allowed_single_modules_are_leaves():
     for mods in ALLOWED_MODULES.values():
         for mod in mods:
             assert not g[mod], f"{mod} must import nothing of ours: {g[mod]}"
+
+
+def test_the_client_loads_no_torch():
+    """A client of a server needs no model: importing it (and planning rows) loads no torch."""
+    code = "import sys, logitjudge.client; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent)
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_the_rules_can_fail():

@@ -27,13 +27,14 @@
   divided out of its answers (:mod:`logitjudge.rubrics.debias`); the rows are written once all
   are answered, and a results file with rows is not resumed under it.
 - ``--server URL``: the rows go to a running server's ``POST /api/v1/evaluate``
-  (:mod:`logitjudge.cli.remote`), ``--batch-size`` rows per call, instead of a model loaded here;
+  (:mod:`logitjudge.client`), ``--batch-size`` rows per call, instead of a model loaded here;
   the model flags are then refused (the server's are used). The rows, the resume and the run
   record are those of a local run, the record's engine being the one the server describes
   (``GET /healthz``), so a file may be resumed locally or through another server of the same
   engine. Key: ``--api-key`` or ``LOGITJUDGE_API_KEY``; ``--timeout`` and ``--retries`` bound
   the waiting. A run stopped by the server (unreachable, a refusal, failures after every retry)
-  keeps every row written; the same command resumes it. ``--debias batch`` is local only.
+  keeps every row written; the same command resumes it. ``--debias batch`` is local only. From
+  Python the same run is :func:`logitjudge.client.evaluate`.
 - Summary: printed as a table and written as JSON (``--summary``, default ``<out>.summary.json``)
   with the command, configuration, environment, timing and per-evaluator metric records,
   including ``low_option_mass``: the share of answers whose ``x_option_mass`` is under
@@ -52,14 +53,12 @@ reached or failed (after the retries).
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
-import io
 import json
 import platform
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,61 +74,31 @@ from logitjudge.cli.common import (
     run_subcommand,
 )
 from logitjudge.cli.progress import ItemProgress
-from logitjudge.cli.remote import (
+from logitjudge.cli.summary_table import print_table
+from logitjudge.client import (
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT,
-    EvaluateClient,
+    ENGINE_KEYS,
+    ResultsFileError,
+    ServerAnswerer,
+    ServerClient,
     ServerError,
     ServerInfo,
-    check_api_key,
-    normalize_url,
-    remote_results,
 )
+from logitjudge.client.run import ResumableRun, RunOutcome, RunSetup, setup_run
+from logitjudge.client.runfile import Pending
 from logitjudge.contract.evaluate import EvaluatorSummary
 from logitjudge.errors import LogitJudgeError, RequestError
-from logitjudge.rubrics.aggregate import DATASET_EVALUATORS, gold_of, summarize
-from logitjudge.rubrics.api import AUTO, selection_for, to_item
-from logitjudge.rubrics.dataio import (
-    DataError,
-    ResultsWriter,
-    read_rows,
-    read_run_record,
-    results_rows,
-    row_id,
-    run_record_path,
-    scan_results,
-    write_run_record,
-)
+from logitjudge.rubrics.aggregate import summarize
+from logitjudge.rubrics.api import AUTO
+from logitjudge.rubrics.dataio import DataError, read_rows, run_record_path
 from logitjudge.rubrics.debias import DEBIAS_MODES, MIN_BATCH
-from logitjudge.rubrics.items import text_lengths
 from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
-from logitjudge.rubrics.runner import WIRE_MODEL, ItemPlan, check_thresholds, plan_item, run_plans
+from logitjudge.rubrics.runner import WIRE_MODEL, check_thresholds, run_plans
 from logitjudge.settings import LOW_OPTION_MASS, client_api_key
 
-__all__ = ["add_evaluate_parser", "run_evaluate", "main"]
-
-RUN_RECORD_FORMAT = "logitjudge-evaluate-run/1"
-
-ENGINE_KEYS = ("model", "fingerprint", "prompt_version", "dtype", "calibration", "default_rotations")
-"""What identifies the engine behind a results file: the same keys give the same answers."""
-
-TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("mean_score", "mean"),
-    ("pass_rate", "pass"),
-    ("low_option_mass", "low mass"),
-    ("precision", "P"),
-    ("recall", "R"),
-    ("f1", "F1"),
-    ("accuracy", "acc"),
-    ("auroc", "AUROC"),
-    ("length_baseline_auroc", "len AUROC"),
-    ("pairwise_accuracy", "pairwise"),
-    ("length_baseline_pairwise_accuracy", "len pairwise"),
-    ("chunk_accuracy", "chunk acc"),
-    ("chunk_macro_f1", "chunk F1"),
-)
-
+__all__ = ["add_evaluate_parser", "run_evaluate", "main", "print_table", "ENGINE_KEYS"]
 
 SUMMARY = "run evaluators over a dataset (JSONL/CSV/Parquet), resumably; summary table, JSON, HTML"
 """The subcommand's line in ``logitjudge --help``."""
@@ -278,468 +247,179 @@ def _environment(judge: JudgeLike) -> dict[str, Any]:
     return env
 
 
-NARROW_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("mean_score", "mean"),
-    ("pass_rate", "pass"),
-    ("low_option_mass", "low"),
-    ("auroc", "AUROC"),
-    ("length_baseline_auroc", "len"),
-    ("accuracy", "acc"),
-    ("f1", "F1"),
-    ("pairwise_accuracy", "pairs"),
-    ("chunk_accuracy", "chunk"),
-)
-"""The default (80-column) table's metric columns, most wanted first; ``--wide``: :data:`TABLE_COLUMNS`."""
-
-NARROW_WIDTH = 80
+# -- the steps of the subcommand -------------------------------------------------------------------
 
 
-def _summary_table(summary: dict[str, EvaluatorSummary], shown: Sequence[tuple[str, str]], wide: bool) -> Any:
-    from rich import box
-    from rich.table import Table
-
-    if wide:
-        table = Table(title="logitjudge evaluate: summary")
-        counts, digits = ("n", "skipped", "errors"), 3
-    else:
-        table = Table(title="logitjudge evaluate: summary", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-        counts, digits = ("n", "skip", "err"), 2
-    for col in ("evaluator", *counts, *(t for _, t in shown)):
-        table.add_column(col, justify="left" if col == "evaluator" else "right", no_wrap=True)
-    for name, s in summary.items():
-        cells = [name, str(s.n), str(s.skipped), str(s.errors)]
-        cells += ["–" if s.value(key) is None else f"{s.value(key):.{digits}f}" for key, _ in shown]
-        table.add_row(*cells)
-    return table
-
-
-def print_table(summary: dict[str, EvaluatorSummary], wide: bool = False) -> None:
-    """The summary as a table (rich), one row per evaluator: at most 80 columns with two
-    decimals (the :data:`NARROW_COLUMNS` that fit, most wanted first), or every
-    :data:`TABLE_COLUMNS` column with three when ``wide``; then a line per evaluator with
-    answers under the option-mass threshold."""
-    from rich.console import Console
-
-    present = [(k, t) for k, t in TABLE_COLUMNS if any(s.value(k) is not None for s in summary.values())]
-    if wide:
-        Console(file=sys.stdout, width=200).print(_summary_table(summary, present, wide=True))
-    else:
-        shown = [(k, t) for k, t in NARROW_COLUMNS if any(s.value(k) is not None for s in summary.values())]
-        probe = Console(width=1000, file=io.StringIO(), record=True)
-        while True:
-            table = _summary_table(summary, shown, wide=False)
-            probe.print(table)
-            width = max((len(line.rstrip()) for line in probe.export_text(clear=True).splitlines()), default=0)
-            if width <= NARROW_WIDTH or not shown:
-                break
-            shown.pop()
-        Console(file=sys.stdout, width=NARROW_WIDTH).print(table)
-        notes = {
-            "low": "low: low mass, the share of answers under the option-mass threshold",
-            "len": "len: the length baseline's AUROC",
-        }
-        for _, title in shown:
-            if title in notes:
-                print(notes[title])
-        if len(present) > len(shown):
-            print(f"{len(present) - len(shown)} more metric column(s): --wide, or the summary JSON")
-    for name, s in summary.items():
-        extra = [
-            m for m in s.metrics if m.name.startswith(("accuracy_", "mae_", "gold_unknown")) and m.value is not None
-        ]
-        if name == "typed_question" and extra:
-            print("typed_question: " + ", ".join(f"{m.name}={m.value:.3f} (n={m.n})" for m in extra))
-    for name, s in summary.items():
-        low = s.metric("low_option_mass")
-        if low is not None and low.value:
-            print(
-                f"low option mass: {name}: {round(low.value * low.n)} of {low.n} answers under {LOW_OPTION_MASS}"
-                + (
-                    " (the model put almost no probability on the answer labels; those scores rest on almost nothing)"
-                    if wide
-                    else "\n  (almost no probability on the labels: those scores rest on almost nothing)"
-                )
-            )
-
-
-# -- what produced a results file (``<out>.run.json``) -------------------------------------------
-
-
-def _selection_record(
-    registry: Registry,
-    requested: Sequence[str],
-    fixed: Sequence[Selected] | None,
-    rows: Sequence[Mapping[str, Any]],
-    thresholds: Mapping[str, float],
-    debias: str = "none",
-) -> dict[str, Any]:
-    """The evaluator selection of a run: the evaluators it resolves to (or ``auto``), their
-    versions and effective thresholds, the ``--debias`` mode, and the names as given (for
-    messages only).
-
-    With ``auto`` the versions and thresholds are those of the evaluators the rows name.
-    """
-    if fixed is not None:
-        evaluators: str | list[str] = [s.name for s in fixed]
-        names = list(evaluators)
-    else:
-        evaluators = AUTO
-        own = {DATASET_EVALUATORS.get(e, e) for r in rows if isinstance(e := r.get("evaluator"), str)}
-        if any(isinstance(r.get("question"), dict) for r in rows):
-            own.add("typed_question")
-        names = sorted(n for n in own if n in registry.evaluators)
-    defs = {n: registry.evaluators[n] for n in names}
-    return {
-        "requested": list(requested),
-        "evaluators": evaluators,
-        "versions": {n: d.version for n, d in defs.items()},
-        "thresholds": {n: thresholds.get(n, d.threshold) for n, d in defs.items()},
-        "debias": debias,
-    }
+def _notice(line: str) -> None:
+    print(f"logitjudge evaluate: {line}", file=sys.stderr)
 
 
 def _model_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k, None) for k in ("model", "dtype", "calibration", "judge_factory")}
 
 
-def _shown(value: Any, *, digest: bool = False) -> str:
-    """A recorded value for a message: lists joined, digests shortened to 12 characters."""
-    if isinstance(value, list):
-        return ",".join(map(str, value)) or "(none)"
-    if digest and isinstance(value, str) and len(value) > 12:
-        return value[:12] + "…"
-    return "none" if value is None else str(value)
+class _LocalAnswerer:
+    """A model loaded here with the model flags: the :class:`~logitjudge.client.run.Answerer` of a local run."""
 
+    def __init__(self, args: argparse.Namespace, registry: Registry, thresholds: dict[str, float]) -> None:
+        self.args = args
+        self.registry = registry
+        self.thresholds = thresholds
+        self.model_flags = _model_flags(args)
+        self.judge: JudgeLike | None = None
+        self.bar: ItemProgress | None = None  # set before :meth:`results` (the progress inside engine calls)
+        self.debiased: dict[str, int] = {}
 
-def selection_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """What differs between a recorded and the current evaluator selection (empty when none)."""
-    out = []
-    if recorded.get("evaluators") != current["evaluators"]:
-        old = recorded.get("requested", recorded.get("evaluators"))
-        out.append(f"--evaluators: {_shown(current['requested'])} now, {_shown(old)} in the file")
-    if recorded.get("debias", "none") != current.get("debias", "none"):
-        out.append(f"--debias: {current.get('debias', 'none')} now, {recorded.get('debias', 'none')} in the file")
-    for key, what in (("versions", "version"), ("thresholds", "threshold")):
-        old = recorded.get(key) or {}
-        for name in sorted(set(old) & set(current[key])):
-            if old[name] != current[key][name]:
-                out.append(f"{name} {what}: {current[key][name]} now, {old[name]} in the file")
-    return out
+    def engine(self) -> dict[str, Any]:
+        self.judge = load_judge(self.args)
+        return _environment(self.judge)["engine"] or {}
 
-
-def engine_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """What differs between the recorded and the loaded engine (:data:`ENGINE_KEYS`)."""
-    out = []
-    for key in ENGINE_KEYS:
-        if recorded.get(key) != current.get(key):
-            digest = key in ("fingerprint", "calibration")
-            now, then = _shown(current.get(key), digest=digest), _shown(recorded.get(key), digest=digest)
-            out.append(f"{key}: {now} now, {then} in the file")
-    return out
-
-
-def _refuse(out: Path, differences: Sequence[str]) -> int:
-    return _fail(
-        f"{out} was produced by another configuration ({'; '.join(differences)}); resuming would mix "
-        f"both in one file. Use another --out, or --overwrite to start {out.name} afresh."
-    )
-
-
-# -- the subcommand --------------------------------------------------------------------------------
-
-
-def _plan_rows(
-    registry: Registry,
-    fixed: Sequence[Selected] | None,
-    ids: Sequence[str],
-    rows: Sequence[dict[str, Any]],
-    done: set[str],
-) -> tuple[list[tuple[str, dict[str, Any], ItemPlan]], list[tuple[str, str, bool]]]:
-    """(plans of the rows not done, rows that cannot be planned: (id, error, lacks an evaluator))."""
-    pending: list[tuple[str, dict[str, Any], ItemPlan]] = []
-    invalid: list[tuple[str, str, bool]] = []
-    for rid, raw in zip(ids, rows, strict=True):
-        if rid in done:
-            continue
-        try:
-            item = to_item({**raw, "id": rid})
-            plan = plan_item(item, fixed or selection_for(registry, AUTO, item), strict=False)
-        except RequestError as exc:
-            lacks = fixed is None and exc.field == ("evaluator",) and not isinstance(raw.get("evaluator"), str)
-            invalid.append((rid, f"{type(exc).__name__}: {exc.message}", lacks))
-            continue
-        pending.append((rid, raw, plan))
-    return pending, invalid
-
-
-def _nothing_plannable(data: str, invalid: Sequence[tuple[str, str, bool]]) -> str:
-    lacking = sum(lacks for *_, lacks in invalid)
-    if lacking == len(invalid):
-        return (
-            f"{data}: no row has an `evaluator` field, and --evaluators is auto (the default), so no "
-            "evaluator can be chosen for any row; name them, e.g. --evaluators RAG (or "
-            "faithfulness,answer_relevancy). Nothing was run or written."
+    def results(self, pending: Sequence[Pending]) -> Iterator[tuple[int, Any]]:
+        assert self.judge is not None
+        judge = self.bar.wrap(self.judge) if self.bar is not None else self.judge
+        answers = run_plans(
+            judge,
+            (p for _, _, p in pending),
+            model=self.args.request_model,
+            thresholds=self.thresholds,
+            batch_size=self.args.batch_size,
+            registry=self.registry,
+            debias=self.args.debias,
+            debias_report=self.debiased,
         )
-    first = next((rid, why) for rid, why, lacks in invalid if not lacks)
-    return (
-        f"{data}: no row can be evaluated ({len(invalid) - lacking} invalid rows, {lacking} without an "
-        f"`evaluator` field while --evaluators is auto); first: {first[0]}: {first[1]}. Nothing was run or written."
-    )
+        return enumerate(answers)
 
 
-def run_evaluate(args: argparse.Namespace) -> int:
-    """The ``evaluate`` subcommand (see the module docstring)."""
-    registry = default_registry()
+@dataclass
+class _Selection:
+    """What the command line asks of the rows: the evaluators, the thresholds, the rows."""
+
+    names: list[str]
+    fixed: list[Selected] | None
+    thresholds: dict[str, float]
+    rows: list[dict[str, Any]]
+
+
+def _selection(args: argparse.Namespace, registry: Registry) -> _Selection:
+    """The evaluators (``auto``: None selected here), the validated thresholds and the rows.
+
+    Raises:
+        ValueError (DataError), RequestError: a bad flag value, an unknown name, an unreadable file.
+    """
     names = [n.strip() for n in args.evaluators.split(",") if n.strip()]
-    try:
-        thresholds = check_thresholds(registry, _parse_thresholds(args.threshold))
-        fixed = None if names == [AUTO] else registry.select(names)
-        rows = read_rows(args.data, limit=args.limit)
-    except (ValueError, RequestError) as exc:
-        return _fail(str(exc))
-    ids = [row_id(r, i) for i, r in enumerate(rows)]
-    seen: set[str] = set()
-    dupes = [i for i in ids if i in seen or seen.add(i)]  # type: ignore[func-returns-value]
-    if dupes:
-        return _fail(f"{args.data}: duplicate ids (resuming needs unique ids): {', '.join(sorted(set(dupes))[:5])}")
-    out = Path(args.out)
-    if out.is_dir():
-        return _fail(f"--out {out}: is a directory; give the results file's path")
-    if out.exists() and Path(args.data).exists() and out.resolve() == Path(args.data).resolve():
-        return _fail(f"--out {out} is the data file itself; results go to another file")
-    summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
-    selection = _selection_record(registry, names, fixed, rows, thresholds, args.debias)
+    thresholds = check_thresholds(registry, _parse_thresholds(args.threshold))
+    fixed = None if names == [AUTO] else registry.select(names)
+    return _Selection(names, fixed, thresholds, read_rows(args.data, limit=args.limit))
 
-    # Through a server: its URL and key are checked here, before the results file or the server is touched.
-    server: str | None = None
-    api_key: str | None = None
-    if args.server is not None:
-        try:
-            server = normalize_url(args.server)
-            key = args.api_key if args.api_key is not None else client_api_key()
-            api_key = check_api_key(key) if key else None
-        except ValueError as exc:
-            return _fail(str(exc))
-        if given := _model_flags_given(args):
-            return _fail(
-                f"{', '.join(given)}: with --server the server's model and settings are used; "
-                "start `logitjudge serve` with them instead"
-            )
-        if args.debias == "batch":
-            return _fail(
-                "--debias batch divides each question's prior over all rows of one run, and a server "
-                "answers each call on its own; run it without --server"
-            )
-    else:
+
+def _server_client(args: argparse.Namespace) -> ServerClient | None:
+    """The client of ``--server`` (no call made yet), or None without it; the server flags checked
+    before the results file or the server is touched.
+
+    Raises:
+        ValueError: a bad URL or key, model flags or ``--debias batch`` with ``--server``, or a
+            server flag without it.
+    """
+    if args.server is None:
         server_only = (("--api-key", args.api_key), ("--timeout", args.timeout), ("--retries", args.retries))
-        unused = [flag for flag, value in server_only if value is not None]
-        if unused:
-            return _fail(f"{', '.join(unused)}: only used with --server URL")
-    model_flags = {"server": server} if server is not None else _model_flags(args)
+        if unused := [flag for flag, value in server_only if value is not None]:
+            raise ValueError(f"{', '.join(unused)}: only used with --server URL")
+        return None
+    key = args.api_key if args.api_key is not None else client_api_key()
+    client = ServerClient(  # checks the URL and the key
+        args.server,
+        api_key=key,
+        timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT,
+        retries=args.retries if args.retries is not None else DEFAULT_RETRIES,
+        engine_keys=ENGINE_KEYS,
+        notify=_notice,
+    )
+    if given := _model_flags_given(args):
+        client.close()
+        raise ValueError(
+            f"{', '.join(given)}: with --server the server's model and settings are used; "
+            "start `logitjudge serve` with them instead"
+        )
+    if args.debias == "batch":
+        client.close()
+        raise ValueError(
+            "--debias batch divides each question's prior over all rows of one run, and a server "
+            "answers each call on its own; run it without --server"
+        )
+    return client
 
-    # What the file holds and what produced it; a resume under another selection stops here,
-    # before the model loads.
+
+def _check_engine(run: ResumableRun) -> int | None:
+    """Load the model (or ask the server) when needed, and check it against the results file."""
     try:
-        done, errored = (set(), set()) if args.overwrite else scan_results(out)
-        record = None if args.overwrite else read_run_record(out)
-    except DataError as exc:
-        return _fail(str(exc))
-    existing = bool(done or errored)
-    if existing and record is None:
+        run.check_engine()
+    except ResultsFileError as exc:
+        return _fail(exc.message)
+    except ServerError as exc:
+        return _fail(exc.message, _server_status(exc))
+    except LogitJudgeError as exc:
+        return _fail(f"cannot load the model: {exc.message}", 1)
+    return None
+
+
+def _answer(run: ResumableRun, args: argparse.Namespace) -> int | None:
+    """Answer and write the planned rows, with the progress bar; the exit status when it stops."""
+    pending, rows, answerer = run.setup.pending, run.setup.rows, run.answerer
+    if not pending:
+        run.answer()
+        return None
+    bar = ItemProgress(len(rows), len(rows) - len(pending), len(pending), args.batch_size, args.no_progress)
+    local = isinstance(answerer, _LocalAnswerer)
+    if isinstance(answerer, _LocalAnswerer):  # the bar moves inside the engine's calls too
+        answerer.bar = bar
+
+    def on_row(record: dict[str, Any]) -> None:
+        usage = record.get("usage")  # a server's input tokens: no hook counted them
+        bar.item_written(tokens=usage.get("input_tokens", 0) if isinstance(usage, dict) and not local else 0)
+
+    try:
+        run.answer(on_row)
+    except ServerError as exc:
         return _fail(
-            f"{out} has rows but no run record ({run_record_path(out).name}), so what produced them is "
-            f"unknown; use another --out, or --overwrite to start {out.name} afresh"
+            f"{exc.message}\nlogitjudge evaluate: stopped after {run.ran} of {len(pending)} rows; every "
+            f"finished row is in {args.out}, and the same command resumes the run",
+            _server_status(exc),
         )
-    if existing and record is not None and (diffs := selection_differences(record.get("selection") or {}, selection)):
-        return _refuse(out, diffs)
-    if existing and args.debias == "batch":
-        return _fail(
-            f"--debias batch divides each question's prior over all rows in one run, so {out} (it has "
-            f"rows) cannot be resumed; use another --out, or --overwrite to start {out.name} afresh"
-        )
-
-    pending, invalid = _plan_rows(registry, fixed, ids, rows, done)
-    resumed = [i for i in ids if i in done]
-    if invalid and not pending and not resumed:
-        return _fail(_nothing_plannable(args.data, invalid))
-    lacking = [rid for rid, _, lacks in invalid if lacks]
-    if lacking:
-        print(
-            f"logitjudge evaluate: {len(lacking)} of {len(rows)} rows have no `evaluator` field while "
-            f"--evaluators is auto (first: {lacking[0]}); they are recorded as errors and retried on a "
-            "resume: give them an `evaluator` field, or run every row with --evaluators NAMES "
-            "(another --out, or --overwrite)",
-            file=sys.stderr,
-        )
-
-    # Load (or ask the server) when there is work, or to check the engine when these model flags
-    # (this server) were never seen to give the recorded engine (flags that passed the check are
-    # added to the record).
-    judge: JudgeLike | None = None
-    client: EvaluateClient | None = None
-    info: ServerInfo | None = None
-    engine: dict[str, Any] | None = None
-    flags_known = existing and record is not None and model_flags in (record.get("model_flags") or [])
-    if pending or (existing and not flags_known):
-        if server is not None:
-            client = EvaluateClient(
-                server,
-                api_key=api_key,
-                timeout=args.timeout if args.timeout is not None else DEFAULT_TIMEOUT,
-                retries=args.retries if args.retries is not None else DEFAULT_RETRIES,
-                engine_keys=ENGINE_KEYS,
-                notify=lambda line: print(f"logitjudge evaluate: {line}", file=sys.stderr),
-            )
-            try:
-                info = client.info()
-            except ServerError as exc:
-                client.close()
-                return _fail(exc.message, _server_status(exc))
-            engine = info.engine
-            print(f"logitjudge evaluate: evaluating through {server}: {info.label()}", file=sys.stderr)
-            if not info.described:
-                print(
-                    "logitjudge evaluate: the server does not describe its engine (GET /healthz), so the run "
-                    "record names its model only and a resume can check no more than that",
-                    file=sys.stderr,
-                )
-        else:
-            try:
-                judge = load_judge(args)
-            except LogitJudgeError as exc:
-                return _fail(f"cannot load the model: {exc.message}", 1)
-            engine = _environment(judge)["engine"] or {}
-        if existing and record is not None:
-            if diffs := engine_differences(record.get("engine") or {}, engine):
-                if client is not None:
-                    client.close()
-                return _refuse(out, diffs)
-            if not flags_known:
-                write_run_record(out, {**record, "model_flags": [*(record.get("model_flags") or []), model_flags]})
-
-    writer = None
-    if pending or invalid:
-        if not existing:  # a new file (or --overwrite): its run record first, then the rows
-            out.unlink(missing_ok=True)
-            write_run_record(
-                out,
-                {
-                    "format": RUN_RECORD_FORMAT,
-                    "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    "data": str(args.data),
-                    "selection": selection,
-                    "model_flags": [model_flags],  # every flag set seen to give this engine
-                    "engine": engine,
-                },
-            )
-        try:
-            writer = ResultsWriter(out, retry_errors=set(ids))
-        except DataError as exc:
-            return _fail(str(exc))
-        if writer.dropped_partial:
-            print(
-                f"logitjudge evaluate: dropped a partial last line ({writer.dropped_partial} bytes) of {out}",
-                file=sys.stderr,
-            )
-    retried = [i for i in ids if i in errored]
-    if resumed or retried:
-        print(
-            f"logitjudge evaluate: resumed {len(resumed)} of {len(rows)} rows from {out}"
-            + (f"; retrying {len(retried)} rows that had errors" if retried else ""),
-            file=sys.stderr,
-        )
-    for rid, why, _ in invalid:
-        assert writer is not None
-        writer.write({"id": rid, "results": {}, "passed": None, "error": why})
-
-    started = time.monotonic()
-    debiased: dict[str, int] = {}
-    if pending and client is not None:
-        assert writer is not None and info is not None
-        bar = ItemProgress(len(rows), len(rows) - len(pending), len(pending), args.batch_size, args.no_progress)
-        written = 0
-        try:
-            for k, answer in remote_results(
-                client,
-                [(rid, plan) for rid, _, plan in pending],
-                registry=registry,
-                thresholds=thresholds,
-                model=args.request_model,
-                batch_size=args.batch_size,
-                # a server that leaves x_ fields out unless asked: ask, so the rows are a local run's
-                extra={"x_strict_wire": False} if info.strict_wire else None,
-            ):
-                rid, raw, _ = pending[k]
-                writer.write(_result_record(rid, raw, answer))
-                written += 1
-                usage = answer.get("usage")
-                bar.item_written(tokens=usage.get("input_tokens", 0) if isinstance(usage, dict) else 0)
-        except ServerError as exc:
-            bar.close()
-            writer.close()
-            client.close()
-            return _fail(
-                f"{exc.message}\nlogitjudge evaluate: stopped after {written} of {len(pending)} rows; every "
-                f"finished row is in {out}, and the same command resumes the run",
-                _server_status(exc),
-            )
+    except LogitJudgeError as exc:  # e.g. an unknown --request-model: nothing can run
+        return _fail(f"{type(exc).__name__}: {exc.message}")
+    finally:
         bar.close()
-        client.close()
-    elif pending:
-        assert writer is not None and judge is not None
-        bar = ItemProgress(len(rows), len(rows) - len(pending), len(pending), args.batch_size, args.no_progress)
-        try:
-            results = run_plans(
-                bar.wrap(judge),
-                (p for _, _, p in pending),
-                model=args.request_model,
-                thresholds=thresholds,
-                batch_size=args.batch_size,
-                registry=registry,
-                debias=args.debias,
-                debias_report=debiased,
-            )
-            for (rid, raw, _), res in zip(pending, results, strict=True):
-                writer.write(_result_record(rid, raw, res))
-                bar.item_written()
-        except LogitJudgeError as exc:  # e.g. an unknown --request-model: nothing can run
-            bar.close()
-            writer.close()
-            return _fail(f"{type(exc).__name__}: {exc.message}")
-        bar.close()
-        if args.debias == "batch":
-            print(
-                f"logitjudge evaluate: batch calibration: the prior of {debiased['questions']} choice/score "
-                f"questions divided out of their {debiased['answers']} answers; {debiased['left']} questions "
-                f"asked fewer than {MIN_BATCH} times left as answered",
-                file=sys.stderr,
-            )
-    elapsed = time.monotonic() - started
-    if writer is not None:
-        writer.close()
-    if client is not None:
-        client.close()
+    if isinstance(answerer, _LocalAnswerer) and args.debias == "batch":
+        d = answerer.debiased
+        _notice(
+            f"batch calibration: the prior of {d['questions']} choice/score questions divided out of their "
+            f"{d['answers']} answers; {d['left']} questions asked fewer than {MIN_BATCH} times left as answered"
+        )
+    return None
 
-    wanted = set(ids)
-    latest = {str(r.get("id")): r for r in results_rows(out) if str(r.get("id")) in wanted}
-    all_rows = list(latest.values())
-    summary = summarize(all_rows, positive=args.positive)
-    print_table(summary, wide=args.wide)
-    produced_by = engine if engine is not None else (record or {}).get("engine")
-    summary_record = {
-        "command": " ".join(["logitjudge", "evaluate", *sys.argv[2:]])
-        if sys.argv[1:2] == ["evaluate"]
-        else " ".join(sys.argv),
+
+def _summary_record(
+    args: argparse.Namespace, run: ResumableRun, outcome: RunOutcome, summary: dict[str, EvaluatorSummary]
+) -> dict[str, Any]:
+    """The summary JSON: the command, configuration, environment, engine, run counts and metrics."""
+    setup, answerer = run.setup, run.answerer
+    judge = answerer.judge if isinstance(answerer, _LocalAnswerer) else None
+    info = answerer.info if isinstance(answerer, ServerAnswerer) else None
+    server = answerer.client.url if isinstance(answerer, ServerAnswerer) else None
+    pending, elapsed = len(setup.pending), outcome.elapsed_s
+    command = ["logitjudge", "evaluate", *sys.argv[2:]] if sys.argv[1:2] == ["evaluate"] else sys.argv
+    return {
+        "command": " ".join(command),
         "data": str(args.data),
-        "out": str(out),
-        "run_record": str(run_record_path(out)),
+        "out": str(args.out),
+        "run_record": str(run_record_path(args.out)),
         "config": {
-            "evaluators": names,
+            "evaluators": setup.names,
             "model": args.model,
             "server": server,
             "request_model": args.request_model,
             "batch_size": args.batch_size,
-            "thresholds": thresholds,
+            "thresholds": setup.thresholds,
             "positive": args.positive,
             "limit": args.limit,
             "debias": args.debias,
@@ -748,58 +428,118 @@ def run_evaluate(args: argparse.Namespace) -> int:
         "environment": (
             _environment(judge) if judge is not None else _server_environment(info) if info is not None else None
         ),
-        "engine": produced_by,
+        "engine": outcome.engine,
         "run": {
-            "rows": len(rows),
-            "done_before": len(resumed),
-            "retried": len(retried),
-            "ran": len(pending),
-            "invalid_rows": len(invalid),
+            "rows": len(setup.rows),
+            "done_before": len(setup.resumed),
+            "retried": len(setup.retried),
+            "ran": pending,
+            "invalid_rows": len(setup.invalid),
             "model_loaded": judge is not None,
             "server": server,
             "elapsed_s": round(elapsed, 3),
-            "items_per_s": round(len(pending) / elapsed, 3) if pending and elapsed > 0 else None,
-            "debias": {"mode": args.debias, **debiased},
+            "items_per_s": round(pending / elapsed, 3) if pending and elapsed > 0 else None,
+            "debias": {"mode": args.debias, **(answerer.debiased if isinstance(answerer, _LocalAnswerer) else {})},
         },
         "summary": {k: v.model_dump(mode="json") for k, v in summary.items()},
     }
-    summary_path.write_text(
-        json.dumps(summary_record, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n",
+
+
+def _write_report(args: argparse.Namespace, setup: RunSetup, outcome: RunOutcome, summary: Any) -> None:
+    from logitjudge.rubrics.report import build_report
+
+    meta = {
+        "data": args.data,
+        "results": Path(args.out),
+        "evaluators": ",".join(setup.names),
+        "rows": len(outcome.rows),
+    }
+    Path(args.report).write_text(
+        build_report(
+            summary,
+            outcome.rows,
+            title=f"logitjudge evaluate: {Path(args.data).name}",
+            meta=meta,
+            engine=outcome.engine,
+            sources=dict(zip(setup.ids, setup.rows, strict=True)),
+        ),
         encoding="utf-8",
     )
-    print(f"results: {out} ({len(all_rows)} rows)   summary: {summary_path}")
-    if args.report:
-        from logitjudge.rubrics.report import build_report
+    print(f"report: {args.report}")
 
-        meta = {"data": args.data, "results": out, "evaluators": ",".join(names), "rows": len(all_rows)}
-        Path(args.report).write_text(
-            build_report(
-                summary,
-                all_rows,
-                title=f"logitjudge evaluate: {Path(args.data).name}",
-                meta=meta,
-                engine=produced_by,
-                sources=dict(zip(ids, rows, strict=True)),
-            ),
-            encoding="utf-8",
+
+def _run(args: argparse.Namespace, registry: Registry, chosen: _Selection, client: ServerClient | None) -> int:
+    """Plan, answer (here or through ``client``), write and summarise (the steps of :mod:`logitjudge.client.run`)."""
+    out = Path(args.out)
+    try:
+        setup = setup_run(
+            chosen.rows,
+            chosen.names,
+            chosen.fixed,
+            registry=registry,
+            thresholds=chosen.thresholds,
+            out=out,
+            data=str(args.data),
+            data_path=Path(args.data),
+            overwrite=args.overwrite,
+            debias=args.debias,
+            notify=_notice,
         )
-        print(f"report: {args.report}")
+    except LogitJudgeError as exc:
+        return _fail(exc.message)
+    except DataError as exc:
+        return _fail(str(exc))
+    answerer: ServerAnswerer | _LocalAnswerer
+    if client is not None:
+        answerer = ServerAnswerer(
+            client,
+            registry=registry,
+            thresholds=chosen.thresholds,
+            model=args.request_model,
+            batch_size=args.batch_size,
+            notify=_notice,
+        )
+    else:
+        answerer = _LocalAnswerer(args, registry, chosen.thresholds)
+    run = ResumableRun(setup, answerer, _notice)
+    if (status := _check_engine(run)) is not None:
+        return status
+    try:
+        run.open()
+    except DataError as exc:
+        return _fail(str(exc))
+    if (status := _answer(run, args)) is not None:
+        return status
+    outcome = run.finish()
+    summary = summarize(outcome.rows, positive=args.positive)
+    print_table(summary, wide=args.wide)
+    summary_path = Path(args.summary) if args.summary else out.with_name(out.name + ".summary.json")
+    summary_path.write_text(
+        json.dumps(
+            _summary_record(args, run, outcome, summary), indent=2, ensure_ascii=False, allow_nan=False, default=str
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"results: {out} ({len(outcome.rows)} rows)   summary: {summary_path}")
+    if args.report:
+        _write_report(args, setup, outcome, summary)
     return 0
 
 
-def _result_record(rid: str, raw: Mapping[str, Any], res: Any) -> dict[str, Any]:
-    """The results-file row of one item: its result (an ``ItemResult``, or a server's record of
-    one as :func:`~logitjudge.cli.remote.remote_results` gives it), id, dataset evaluator, gold
-    and lengths."""
-    record = dict(res) if isinstance(res, Mapping) else res.model_dump(mode="json", exclude_none=True)
-    record["id"] = rid
-    if isinstance(raw.get("evaluator"), str):
-        record["evaluator"] = raw["evaluator"]
-    gold = gold_of(raw)
-    if not gold.is_empty():
-        record["gold"] = gold.model_dump(mode="json")
-    record["x_lengths"] = text_lengths(raw)
-    return record
+def run_evaluate(args: argparse.Namespace) -> int:
+    """The ``evaluate`` subcommand (see the module docstring)."""
+    registry = default_registry()
+    try:
+        chosen = _selection(args, registry)
+        client = _server_client(args)
+    except (ValueError, RequestError) as exc:  # a bad flag value or name, an unreadable data file
+        return _fail(str(exc))
+    try:
+        return _run(args, registry, chosen, client)
+    finally:
+        if client is not None:
+            client.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,9 @@ One ``logitjudge serve`` subprocess (the embedded SmolLM2-135M, ``LOGITJUDGE_MOD
 runs load the same model with the same (default) settings in this process, so the scores must
 agree: within 1e-6 (float32 forwards of the same requests; the server may batch them with other
 items' requests), and the option mass within 1e-4. Misbehaving servers (retries, refusals,
-resume after a failure) are in ``test_evaluate_server_faults.py``.
+resume after a failure) are in ``test_evaluate_server_faults.py``. ``logitjudge.client`` from Python
+gives the rows of the ``--server`` command (and ``ask`` the answers of the local judge); on a
+scripted engine: ``test_client.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any
 import httpx
 import pytest
 
-from logitjudge.cli.evaluate import ENGINE_KEYS, main
+from logitjudge.cli.evaluate import main
+from logitjudge.client import ENGINE_KEYS, ask, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "rag_sample.jsonl"
@@ -191,3 +194,56 @@ def test_a_run_without_the_servers_key_is_refused_before_any_file_is_made(served
     assert status == 2, err
     assert "refused the API key (401 authentication_error" in err
     assert not out.exists()
+
+
+def _worst(here: dict[str, Any], there: dict[str, Any]) -> dict[str, float]:
+    """The largest |difference| of the scores and of the option masses (all else must be equal)."""
+    diffs: dict[str, list[tuple[float, str]]] = {"score": [], "mass": []}
+    _differences(here, there, "", diffs)
+    assert len(diffs["score"]) > 10
+    return {kind: max(d, default=(0.0, "-"))[0] for kind, d in diffs.items()}
+
+
+def test_the_python_client_gives_the_rows_and_summary_of_the_cli(served, with_key, tmp_path, capsys):
+    by_cli, by_python = tmp_path / "cli.jsonl", tmp_path / "python.jsonl"
+    status, err = _run(capsys, SAMPLE, "--threshold", "faithfulness=0.52", "--out", by_cli, "--server", served)
+    assert status == 0, err
+    run = evaluate(served, SAMPLE, out=by_python, thresholds={"faithfulness": 0.52}, batch_size=4)
+    here, there = _rows(by_cli), _rows(by_python)
+    assert list(there) == list(here) == [r["id"] for r in run.rows]
+    assert run.rows == list(there.values())
+    worst = _worst(here, there)
+    with capsys.disabled():
+        print(f"\nmax |cli - python|: scores {worst['score']:.3g}, option mass {worst['mass']:.3g}")
+    assert worst["score"] <= SCORE_TOLERANCE and worst["mass"] <= MASS_TOLERANCE, worst
+    cli_record = json.loads(Path(f"{by_cli}.run.json").read_text())
+    python_record = json.loads(Path(f"{by_python}.run.json").read_text())
+    assert python_record["engine"] == cli_record["engine"] and python_record["selection"] == cli_record["selection"]
+    summary = json.loads(Path(f"{by_cli}.summary.json").read_text())["summary"]
+    assert set(run.summary) == set(summary)
+    for name, s in run.summary.items():
+        assert (s.n, s.skipped, s.errors) == tuple(summary[name][k] for k in ("n", "skipped", "errors"))
+        cli_metrics = {m["name"]: m.get("value") for m in summary[name]["metrics"]}
+        assert set(cli_metrics) == {m.name for m in s.metrics} and "mean_score" in cli_metrics
+        for m in s.metrics:
+            if m.value is None or cli_metrics[m.name] is None:
+                assert m.value == cli_metrics[m.name], (name, m.name)
+            else:
+                assert abs(m.value - cli_metrics[m.name]) <= SCORE_TOLERANCE, (name, m.name)
+
+
+def test_ask_through_the_server_answers_as_the_local_judge(served, with_key, default_judge):
+    body = {
+        "model": "jev-latest",
+        "state": "I was charged twice for my order. Please refund the duplicate.",
+        "questions": {
+            "refund": {"type": "noul", "instructions": "Does the customer ask for a refund?"},
+            "team": {"type": "choice", "instructions": "Which team?", "criteria": {"Billing": None, "Shipping": None}},
+        },
+    }
+    there, here = ask(served, body), default_judge.ask(body)
+    assert there["usage"] == here["usage"] and set(there["answers"]) == {"refund", "team"}
+    assert abs(there["answers"]["refund"]["noul"] - here["answers"]["refund"]["noul"]) <= SCORE_TOLERANCE
+    assert there["answers"]["team"]["choice"] == here["answers"]["team"]["choice"]
+    for option, p in here["answers"]["team"]["probabilities"].items():
+        assert abs(there["answers"]["team"]["probabilities"][option] - p) <= SCORE_TOLERANCE

@@ -25,7 +25,7 @@ from support.background import serve_in_thread
 from support.scripted import ScriptedEngine
 
 import logitjudge.cli.evaluate as evaluate_cli
-from logitjudge.cli.remote import EvaluateClient, normalize_url
+from logitjudge.client import ServerClient, normalize_url
 from logitjudge.judge import Judge
 from logitjudge.server.app import create_app
 from logitjudge.server.errors import install_error_handlers
@@ -110,8 +110,8 @@ def faults(server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Fault
     """Every client the CLI makes goes through a :class:`Faults` to ``server``; sleeps are recorded."""
     transport = Faults(server)
     sleeps: list[float] = []
-    client = functools.partial(EvaluateClient, transport=httpx.MockTransport(transport), sleep=sleeps.append)
-    monkeypatch.setattr(evaluate_cli, "EvaluateClient", client)
+    client = functools.partial(ServerClient, transport=httpx.MockTransport(transport), sleep=sleeps.append)
+    monkeypatch.setattr(evaluate_cli, "ServerClient", client)
     yield transport, sleeps
     transport.real.close()
 
@@ -438,8 +438,8 @@ def test_more_items_than_the_server_takes_per_call_halves_the_batch(data, tmp_pa
     out = tmp_path / "o.jsonl"
     with serve_in_thread(create_app(make_judge(), max_items=2)) as url:
         transport = Faults(url)
-        client = functools.partial(EvaluateClient, transport=httpx.MockTransport(transport))
-        monkeypatch.setattr(evaluate_cli, "EvaluateClient", client)
+        client = functools.partial(ServerClient, transport=httpx.MockTransport(transport))
+        monkeypatch.setattr(evaluate_cli, "ServerClient", client)
         status, err = _run(capsys, data, out, "--evaluators", "faithfulness", "--server", "http://lj.test")
         transport.real.close()
     assert status == 0, err

@@ -110,9 +110,9 @@ def test_every_error_of_the_tree_has_a_row_in_the_status_table() -> None:
     classes = _error_classes()
     assert len(classes) >= 14  # the tree, the rubrics' two and the server edge's four
     listed = {cls for cls, _ in STATUS_TABLE}
-    # A client's errors (``evaluate --server``) are raised on this side of a server, never by one.
-    client_side = [c for c in classes if c.__module__ == "logitjudge.cli.remote"]
-    assert len(client_side) == 5
+    # A client's errors (logitjudge.client, ``evaluate --server``) are raised on this side of a server, never by one.
+    client_side = [c for c in classes if c.__module__ == "logitjudge.client.errors"]
+    assert len(client_side) == 6
     missing = [c.__qualname__ for c in classes if c not in listed and c not in LOAD_TIME_ONLY and c not in client_side]
     assert missing == []
     assert LogitJudgeError in listed
