@@ -50,8 +50,8 @@ ENV_MODULE = "logitjudge.settings"
 """The module whose docstring table documents every ``LOGITJUDGE_*`` variable."""
 ERROR_BASE = ("logitjudge.errors", "LogitJudgeError")
 SERVER_ERRORS = "logitjudge.server.errors"
-CLIENT_PACKAGE = "logitjudge.cli."
-"""Errors defined here are raised by the command-line client, never answered by the server."""
+CLIENT_PACKAGE = "logitjudge.client."
+"""Errors defined here are raised by a client of a server (``logitjudge.client``), never answered by one."""
 
 
 def _import(module: str) -> Any:
@@ -551,7 +551,7 @@ def render_errors() -> str:
     for cls, _depth in classes:
         status: str
         if cls.__module__.startswith(CLIENT_PACKAGE):
-            status = "not served (raised by the CLI client)"
+            status = "not served (raised by the client)"
         elif cls in server.LOAD_TIME_ONLY:
             status = "not served (raised while loading a model)"
         else:
