@@ -25,6 +25,7 @@ from logitjudge.client.http import DEFAULT_RETRIES, DEFAULT_TIMEOUT, ServerClien
 from logitjudge.client.run import ResumableRun, RunOutcome, RunSetup, setup_run
 from logitjudge.client.runfile import ENGINE_KEYS
 from logitjudge.contract.evaluate import EvaluatorSummary
+from logitjudge.contract.systemone import SystemOneRequest
 from logitjudge.rubrics.aggregate import summarize
 from logitjudge.rubrics.api import AUTO
 from logitjudge.rubrics.dataio import read_rows
@@ -199,7 +200,7 @@ def evaluate(
 
 def ask(
     server: str | ServerClient,
-    body: Mapping[str, Any],
+    body: Mapping[str, Any] | SystemOneRequest,
     *,
     api_key: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
@@ -213,7 +214,8 @@ def ask(
         server: the server's base URL, or a :class:`ServerClient` (not closed here; reuse one
             for many requests).
         body: ``{"model": "jev-latest", "state": ..., "questions": {id: {"type": "noul" | "choice"
-            | "score", ...}}}`` (the request of the API specification, Part A).
+            | "score", ...}}}`` (the request of the API specification, Part A), or a
+            :class:`~logitjudge.contract.systemone.SystemOneRequest`.
         api_key, timeout, retries, notify: as for :func:`evaluate`.
 
     Returns:

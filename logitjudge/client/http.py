@@ -43,7 +43,7 @@ from logitjudge.client.wire import (
     where,
     why,
 )
-from logitjudge.contract.systemone import MODEL_ALIASES, SystemOneResponse
+from logitjudge.contract.systemone import MODEL_ALIASES, SystemOneRequest, SystemOneResponse
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -392,12 +392,12 @@ class ServerClient:
         served = data.get("model")
         return (served if isinstance(served, str) else None), results
 
-    def ask(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def ask(self, body: Mapping[str, Any] | SystemOneRequest) -> dict[str, Any]:
         """One ``POST /v1/systemone`` (typed questions about a state), with retries.
 
         Args:
             body: the request, ``{"model", "state", "questions", "x_rotations"?, "x_strict_wire"?}``
-                (the shapes of :class:`~logitjudge.contract.systemone.SystemOneRequest`).
+                (the shapes of :class:`~logitjudge.contract.systemone.SystemOneRequest`, or one).
 
         Returns:
             The response JSON as the server sent it: ``{"model", "answers", "usage"}``, each answer
@@ -409,7 +409,8 @@ class ServerClient:
                 systemone response; ServerUnreachableError; ServerMismatchError: a regained
                 connection found another engine (with ``engine_keys``).
         """
-        response = self._call("POST", ASK_PATH, body=dict(body), retry=True)
+        payload = body.model_dump(mode="json", exclude_none=True) if isinstance(body, SystemOneRequest) else dict(body)
+        response = self._call("POST", ASK_PATH, body=payload, retry=True)
         call = f"POST {self.url}{ASK_PATH}"
         data = json_object(response, call)
         try:

@@ -26,6 +26,7 @@ from logitjudge.client import (
     ask,
     evaluate,
 )
+from logitjudge.contract.systemone import SystemOneRequest
 from logitjudge.errors import EngineError, RequestError
 from logitjudge.server.app import create_app
 
@@ -167,6 +168,7 @@ def test_ask_answers_as_the_servers_judge(server):
     assert 0.0 <= answer["answers"]["refund"]["noul"] <= 1.0
     with ServerClient(server) as client:
         assert client.ask(BODY) == answer  # one client, many calls
+        assert client.ask(SystemOneRequest.model_validate(BODY)) == answer
         with pytest.raises(ServerRefusedError, match=r"refused the request \(400\)") as unknown:
             client.ask({**BODY, "model": "no-such-model"})
         assert unknown.value.status == 400
