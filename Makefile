@@ -5,6 +5,7 @@
 #   make bench  the speed benchmark (benchmarks/speed/speed_limit.py: auto, warm state, plain forward, naive)
 #   make vllm-env   .venv-vllm: logitjudge + the CPU build of vLLM (`--backend vllm`)
 #   make peer-env   .venv-any2jev: any2jev 0.1.0, the speed peer of benchmarks/speed/peers.py
+#   make llamacpp-env   .venv-llamacpp: llama-cpp-python (built from source), the anchor of benchmarks/speed/cpu_precision.py
 #   make harness-env   .venv-harness: jevbench, sys1bench and krite-bench (benchmarks/harnesses/run_harnesses.py)
 #   make browser   Debian's chromium (apt-get, where it is missing) for the report's headless-browser test
 # torch is pinned to 2.13.0: on these machines that is a CPU wheel on local disk, while a bare
@@ -32,6 +33,12 @@ PEER_VENV   ?= .venv-any2jev
 PEER_PY     := $(PEER_VENV)/bin/python
 PEER_SPEC   ?= any2jev[serve]==0.1.0
 PEER_STAMP  := $(PEER_VENV)/.installed
+# llama.cpp (benchmarks/speed/cpu_precision.py): llama-cpp-python from PyPI, compiled here for this
+# CPU (several minutes on 2 cores); no torch, no logitjudge in it.
+LLAMACPP_VENV  ?= .venv-llamacpp
+LLAMACPP_PY    := $(LLAMACPP_VENV)/bin/python
+LLAMACPP_SPEC  ?= llama-cpp-python==0.3.36
+LLAMACPP_STAMP := $(LLAMACPP_VENV)/.installed
 # Third-party System One harnesses (requirements/harness.txt): benchmarks/harnesses/run_harnesses.py
 # drives them against `logitjudge serve`, tests/server/test_harnesses.py runs a few of their checks.
 # They pin other numpy/pandas/huggingface-hub versions than .venv, so they get their own venv.
@@ -43,7 +50,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install vllm-env peer-env harness-env browser demo test check bench clean
+.PHONY: install vllm-env peer-env llamacpp-env harness-env browser demo test check bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +91,15 @@ $(PEER_STAMP):
 	touch $(PEER_STAMP)
 
 # peers.py itself runs in .venv (it resolves the model through logitjudge): both environments
+$(LLAMACPP_STAMP):
+	$(PYTHON) -m venv $(LLAMACPP_VENV)
+	$(LLAMACPP_PY) -m pip install --quiet --upgrade pip
+	$(LLAMACPP_PY) -m pip install --quiet "$(LLAMACPP_SPEC)"
+	$(LLAMACPP_PY) -c "import llama_cpp; print('llama-cpp-python', llama_cpp.__version__)"
+	touch $(LLAMACPP_STAMP)
+
+llamacpp-env: $(STAMP) $(LLAMACPP_STAMP)
+
 peer-env: $(STAMP) $(PEER_STAMP)
 
 $(HARNESS_STAMP): requirements/harness.txt
@@ -132,4 +148,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/speed/speed_limit.py --threads 2 --shapes 266x6,2000x16,2000x4,2000x64 --repeats 2 --naive-max-tokens 10000
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(PEER_VENV) $(HARNESS_VENV) .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(PEER_VENV) $(LLAMACPP_VENV) $(HARNESS_VENV) .pytest_cache

@@ -25,7 +25,7 @@ import torch
 
 from logitjudge.contract import systemone as schemas
 from logitjudge.engine.core import Engine
-from logitjudge.engine.model import cpu_has_native_bf16
+from logitjudge.engine.precision import cpu_has_native_bf16
 from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.judge import wire_to_engine
 

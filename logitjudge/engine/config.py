@@ -152,8 +152,11 @@ class EngineConfig:
     ``cuda``, ``cuda:N``. Used when loading; an engine built on a loaded model keeps its device."""
 
     dtype: str = "auto"
-    """``auto`` (bf16 on GPUs that have it, else fp16; fp32 on every CPU, so isolation holds to
-    1e-4), ``float32``, ``bfloat16``, ``float16``. Used when loading, like ``device``."""
+    """``auto``: bf16 on GPUs that have it, else fp16; on a CPU with native bf16 (AVX512-BF16 or
+    AMX) ``mixed`` where it applies, else fp32. ``mixed``: fp32 weights, the state's forward in
+    bf16, the questions and the readout in fp32, so isolation holds to 1e-4
+    (:mod:`logitjudge.engine.precision`). ``float32`` (every forward in fp32: the bit-stable
+    reference), ``bfloat16``, ``float16``. Used when loading, like ``device``."""
 
     strategy: str = "auto"
     """One of :data:`STRATEGIES` or ``auto``: chosen per request by the runner

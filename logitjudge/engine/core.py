@@ -33,8 +33,9 @@ from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.decision import question_prompt
 from logitjudge.engine.heads import Head
-from logitjudge.engine.model import LoadedModel, cpu_has_native_bf16, layers_ignore_masks, load_model
+from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
+from logitjudge.engine.precision import MIXED, cpu_has_native_bf16, resolve_state_dtype
 from logitjudge.engine.prompt import QuestionPrompt, render_text
 from logitjudge.engine.readout import Distribution, Readout, distributions
 from logitjudge.engine.runner import Runner
@@ -50,6 +51,7 @@ from logitjudge.engine.types import (
     Usage,
 )
 from logitjudge.errors import (
+    ConfigurationError,
     ContextOverflowError,
     EngineDeadError,
     InvalidRequestError,
@@ -82,7 +84,7 @@ SELF_CHECK_REQUEST = EngineRequest(
 # packed and separate passes round attention and matmuls over different shapes (bf16 keeps 8
 # mantissa bits, eps 7.8e-3; fp16 11, eps 9.8e-4). bf16 measured on CPU (default model,
 # benchmarks/results/dtype-parity-cpu.md): 0.027 packed, 0.041 prefix_packed, 0.018 prefix_rows.
-# fp16 shares bf16's bound until GPU measurements justify a tighter one (benchmarks/gpu_check.py
+# fp16 shares bf16's bound until GPU measurements justify a tighter one (benchmarks/checks/gpu_check.py
 # reports the measured max |dp| per dtype). Half precision is never the CPU default.
 TOLERANCES = {torch.float32: 1e-4, torch.float16: 5e-2, torch.bfloat16: 5e-2}
 
@@ -134,14 +136,16 @@ class Engine:
         if strategy == "auto" and self.mask_ignoring:
             strategy = "prefix_rows"
         if self.mask_ignoring and strategy in ("packed", "prefix_packed"):
-            raise UnsupportedModelError(
-                f"{lm.model.config.model_type} has layers that ignore attention masks: use prefix_rows"
+            raise ConfigurationError(
+                f"{lm.model.config.model_type} has layers that ignore attention masks: use prefix_rows",
+                field=("strategy",),
             )
         if strategy == "prefix_packed" and Runner.uses_windows(lm.model.config):
             # a sliding-window layer's cache keeps only the last `window` prefix tokens, so
             # branches packed after it cannot all see the keys they need
-            raise UnsupportedModelError(
-                "prefix_packed does not support sliding-window models: use packed or prefix_rows"
+            raise ConfigurationError(
+                "prefix_packed does not support sliding-window models: use packed or prefix_rows",
+                field=("strategy",),
             )
         self.strategy = strategy
         context = getattr(lm.model.config, "max_position_embeddings", None) or config.max_state_tokens
@@ -149,7 +153,14 @@ class Engine:
         self.max_request_tokens = config.max_request_tokens
         self.attn = resolve_attn(config.attn, lm.model, lm.device, mask_ignoring=self.mask_ignoring)
         set_attn(lm.model, self.attn)
-        self.state_cache = StateCache(config.state_cache_mb << 20, (lm.fingerprint, str(lm.dtype), self.prompt.version))
+        self.state_dtype = resolve_state_dtype(
+            config.dtype, lm.device, lm.dtype, strategy=strategy, mask_ignoring=self.mask_ignoring
+        )
+        """The dtype of the state's forward when it differs from the weights' (mixed precision,
+        :mod:`logitjudge.engine.precision`), else ``None``."""
+        self.state_cache = StateCache(
+            config.state_cache_mb << 20, (lm.fingerprint, self.precision, self.prompt.version)
+        )
         self.runner = Runner(
             lm.model,
             lm.device,
@@ -158,6 +169,7 @@ class Engine:
             stepwise=self.mask_ignoring,
             dense_mask_max_tokens=config.dense_mask_max_tokens,
             state_cache=self.state_cache if self.state_cache.enabled else None,
+            state_dtype=self.state_dtype,
         )
         self.path_counts: collections.Counter[str] = collections.Counter()
         self.readout = Readout(lm.model)
@@ -181,15 +193,17 @@ class Engine:
         (``backend="vllm"``: a :class:`~logitjudge.engine.vllm_engine.VllmEngine`, same interface).
 
         Raises:
-            UnsupportedModelError: the model or tokenizer cannot be served, or an unknown
-                strategy or attention.
+            UnsupportedModelError: the model or tokenizer cannot be served.
+            ConfigurationError: an unknown device, dtype, strategy or attention, or one this
+                model refuses (e.g. ``packed`` with ``dtype=mixed``).
             EngineDeadError: the strategy disagrees with separate passes on this device.
         """
         config = (config or EngineConfig()).with_options(**options)
         if config.backend != "transformers":
-            raise UnsupportedModelError(
+            raise ConfigurationError(
                 f"Engine.load runs the transformers backend; for {config.backend!r} use "
-                "logitjudge.engine.loading.load_engine (or Judge.load(backend=...))"
+                "logitjudge.engine.loading.load_engine (or Judge.load(backend=...))",
+                field=("backend",),
             )
         t0 = time.perf_counter()
         engine = cls(load_model(model, device=config.device, dtype=config.dtype), config)
@@ -212,14 +226,25 @@ class Engine:
                 engine.strategy = "separate"
         return engine
 
+    @property
+    def precision(self) -> str:
+        """The precision mode that runs: ``mixed`` (the state in bf16, questions in fp32), or the
+        weights' dtype (``float32``, ``bfloat16``, ``float16``)."""
+        return MIXED if self.state_dtype is not None else str(self.lm.dtype).replace("torch.", "")
+
     def describe(self) -> dict[str, Any]:
-        """Model, source, device, dtype, strategy, prompt version and limits."""
+        """Model, source, device, dtype, precision, strategy, prompt version and limits.
+
+        ``dtype`` is the weights' (and the questions' forwards'), which calibrations and heads
+        are bound to; ``precision`` is the mode (``mixed``: the state's forward in ``state_dtype``)."""
         return {
             "model": self.name,
             "backend": "transformers",
             "source": self.lm.source,
             "device": str(self.lm.device),
             "dtype": str(self.lm.dtype).replace("torch.", ""),
+            "precision": self.precision,
+            "state_dtype": str(self.state_dtype or self.lm.dtype).replace("torch.", ""),
             "cpu_native_bf16": cpu_has_native_bf16(),
             "strategy": self.strategy,
             "attn": self.attn,
@@ -480,7 +505,7 @@ class Engine:
         if self.strategy != "auto":
             checks = [self.strategy]
         else:
-            checks = [s for s in ("packed", "prefix_packed") if s != "prefix_packed" or self.runner.windows is None]
+            checks = [s for s in ("packed", "prefix_packed") if self.runner.allows(s)] or ["prefix_rows"]
             checks += ["prefix_packed"] if self.runner.state_cache is not None and "prefix_packed" in checks else []
         diff = 0.0
         for strategy in checks:

@@ -40,7 +40,8 @@ from logitjudge.engine.packaged import (
     packaged_name,
     sha256_file,
 )
-from logitjudge.errors import UnsupportedModelError
+from logitjudge.engine.precision import MIXED
+from logitjudge.errors import ConfigurationError, UnsupportedModelError
 from logitjudge.settings import (
     EMBEDDED_MODEL,
     STATUS_LOGGER,
@@ -163,27 +164,16 @@ def resolve_device(device: str) -> torch.device:
     """``"auto"`` -> ``cuda`` when available, else ``cpu``; anything else as torch reads it.
 
     Raises:
-        UnsupportedModelError: torch does not know the device (e.g. ``"tpu"``).
+        ConfigurationError: torch does not know the device (e.g. ``"tpu"``).
     """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         return torch.device(device)
     except RuntimeError:
-        raise UnsupportedModelError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N") from None
-
-
-def cpu_has_native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """True when the CPU has bf16 instructions (AVX512-BF16 or AMX), read from ``cpuinfo``.
-
-    Informative only (reported by ``describe()``): it never changes the ``auto`` dtype, so the
-    same request gets the same answers on every CPU kind.
-    """
-    try:
-        flags = cpuinfo.read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+        raise ConfigurationError(
+            f"unknown device {device!r}: use auto, cpu, cuda or cuda:N", field=("device",)
+        ) from None
 
 
 DTYPES: dict[str, torch.dtype] = {
@@ -200,20 +190,25 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """Pick the weights' dtype for a device.
 
     ``"auto"``: on CUDA bf16 where the GPU supports it, else fp16 (speed; ``--dtype float32`` for
-    bit-stable scores). On CPU **always fp32**, whatever the instruction set: isolation (an
-    answer does not depend on its sibling questions, their order or the batch it runs in) holds
-    to 1e-4 only in fp32; in bf16 packed and separate passes round differently and answers move
-    by up to a few hundredths (measured table: README, "Precision"). bf16/fp16 on CPU only when
-    asked for.
+    bit-stable scores). On CPU fp32 weights: where the CPU computes bf16 natively the engine runs
+    the state's forward in bf16 over them (mixed precision, :mod:`logitjudge.engine.precision`),
+    which keeps isolation at 1e-4; pure bf16 does not (packed and separate passes round
+    differently: up to a few hundredths, ``benchmarks/results/dtype-parity-cpu.md``), so bf16 or
+    fp16 weights on CPU only when asked for. ``"mixed"``: fp32 weights (the state's dtype is
+    :func:`~logitjudge.engine.precision.resolve_state_dtype`'s).
 
     Raises:
-        UnsupportedModelError: ``dtype`` is not ``auto`` or one of :data:`DTYPES`.
+        ConfigurationError: ``dtype`` is not ``auto``, ``mixed`` or one of :data:`DTYPES`.
     """
+    if dtype == MIXED:
+        return torch.float32
     if dtype != "auto":
         try:
             return DTYPES[dtype]
         except KeyError:
-            raise UnsupportedModelError(f"unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16") from None
+            raise ConfigurationError(
+                f"unknown dtype {dtype!r}: use auto, mixed, float32, bfloat16 or float16", field=("dtype",)
+            ) from None
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
@@ -370,7 +365,7 @@ def resolve_model(spec: str | None) -> tuple[Path, str]:
 
 
 def locate_default_gguf() -> Path:
-    """Deprecated: ``locate_packaged_gguf(EMBEDDED_MODEL)[0]``; kept until ``benchmarks/gpu_check.py`` moves."""
+    """Deprecated: ``locate_packaged_gguf(EMBEDDED_MODEL)[0]``; used by ``benchmarks/checks/gpu_check.py``."""
     return locate_packaged_gguf(EMBEDDED_MODEL)[0]
 
 

@@ -4,7 +4,7 @@ Strategies behind one interface, ``run(plans) -> Reads``:
 
 ``packed``         prefix + all branches of one or more requests in one row, with a block mask:
                    a FlexAttention block mask when the model runs ``flex_attention``, else a
-                   dense additive mask for rows of at most ``DENSE_MASK_MAX_TOKENS`` tokens;
+                   dense additive mask for rows of at most ``EngineConfig.dense_mask_max_tokens``;
                    a longer row falls back to ``prefix_rows`` (never a dense L x L mask).
 ``prefix_packed``  the prefix once into a KV cache, then all branches in one row after it,
                    block-masked among themselves.
@@ -25,9 +25,7 @@ side, so tests can assert which path ran at which length.
 
 from __future__ import annotations
 
-import copy
 import inspect
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,30 +42,9 @@ from logitjudge.engine.pack import (
     lay_out,
     padded_allowed,
 )
-from logitjudge.engine.state_cache import StateCache, fork_cache
-
-
-@dataclass
-class Reads:
-    """Hidden states at read positions and the labels that use them.
-
-    Attributes:
-        hidden: (R, H * (1 + K)) per read position: the final hidden state (after the model's
-            last norm), then the states of the runner's K tapped layers in ``taps`` order; model
-            dtype. ``hidden[:, :H]`` is what the LM head reads.
-        labels: every label of every question view; ``terms`` index rows of ``hidden``.
-        tokens_run: tokens that went through the model (the sum over requests of ``n_tokens``,
-            or more for ``separate``, which re-runs the prefix per question).
-        paths: one entry per forward group: ``packed:dense``, ``packed:flex``,
-            ``packed>prefix_rows`` (too long for a dense mask), ``prefix_packed:dense``,
-            ``prefix_packed>prefix_rows``, ``prefix_rows``, ``separate``.
-    """
-
-    hidden: torch.Tensor
-    labels: list[LabelTerm]
-    tokens_run: int
-    paths: list[str]
-
+from logitjudge.engine.precision import state_autocast, upcast_cache
+from logitjudge.engine.rows import Reads, groups_tag, one_row, relabel, rows_of, shift_labels
+from logitjudge.engine.state_cache import StateCache, can_repeat, fork_cache, output_cache, repeat_cache
 
 PREFIX_GROUP_TOKENS = 256
 """Most branch tokens per ``prefix_packed`` forward after the prefix. Measured on CPU (1 thread,
@@ -109,6 +86,10 @@ class Runner:
             after a prefix cache get at most its square in cells.
         state_cache: prefix KV caches kept across calls (:mod:`logitjudge.engine.state_cache`),
             used by ``prefix_packed`` and ``prefix_rows``; ``None``: none kept.
+        state_dtype: run every state (prefix) forward in this dtype under autocast and upcast its
+            KV cache to ``dtype`` (mixed precision, :mod:`logitjudge.engine.precision`); the state
+            then always runs in its own forward (``packed`` is refused, ``separate`` continues
+            each question from the state's cache). ``None``: everything in ``dtype``.
 
     The attention implementation is the model's own (``config._attn_implementation``, set by the
     engine): with ``flex_attention`` packed rows get FlexAttention block masks at every length.
@@ -124,8 +105,10 @@ class Runner:
         stepwise: bool = False,
         dense_mask_max_tokens: int = EngineConfig.dense_mask_max_tokens,
         state_cache: StateCache | None = None,
+        state_dtype: torch.dtype | None = None,
     ):
         self.model = model
+        self.state_dtype = state_dtype
         self.decoder = getattr(model, model.base_model_prefix)
         self.device = device
         self.dtype = dtype
@@ -153,6 +136,20 @@ class Runner:
     def flex(self) -> bool:
         """True when the model runs FlexAttention (packed rows then get block masks)."""
         return getattr(self.model.config, "_attn_implementation", None) == "flex_attention"
+
+    @property
+    def mixed(self) -> bool:
+        """True when states run in :attr:`state_dtype` and questions in :attr:`dtype`."""
+        return self.state_dtype is not None and self.state_dtype != self.dtype
+
+    def allows(self, strategy: str) -> bool:
+        """False for ``packed`` in mixed precision (state and questions share its one forward)
+        and for ``prefix_packed`` on sliding-window models; True for the other strategies."""
+        if strategy == "packed":
+            return not self.mixed
+        if strategy == "prefix_packed":
+            return self.windows is None
+        return strategy in STRATEGIES
 
     @staticmethod
     def uses_windows(config: Any) -> bool:
@@ -225,6 +222,8 @@ class Runner:
         if strategy == "auto":
             return self._auto(plans)
         if strategy == "packed":
+            if self.mixed:
+                raise ValueError("packed runs the state with the questions; mixed precision needs its own forward")
             return self._packed(plans)
         if strategy == "prefix_packed":
             return self._prefix_packed(plans)
@@ -247,6 +246,8 @@ class Runner:
           ``benchmarks/speed/decision_pipeline.py`` measures it against transformers' pipeline;
         - FlexAttention (CUDA): ``packed``, one row for many requests, no dense mask at all;
         - sliding-window layers: ``packed`` (a windowed prefix cache cannot serve packed branches);
+        - mixed precision (:attr:`state_dtype`): the state in its own forward, then
+          ``prefix_rows`` (sliding windows, or one question in one row) or ``prefix_packed``;
         - otherwise ``prefix_packed``: the prefix through the causal fast path (no mask) into a
           KV cache, then the branches with a thin (Lb, S + Lb) mask. Measured on CPU (2 cores,
           fp32, SmolLM2-135M, ``benchmarks/results/speed-cpu.md``): at the plain-forward limit,
@@ -257,6 +258,8 @@ class Runner:
             return "prefix_rows"
         if self.cached(plan):
             return "prefix_rows" if self.windows is not None else "prefix_packed"
+        if self.mixed:  # the state in its own (bf16) forward, then the questions
+            return "prefix_rows" if self.windows is not None or one_row(plan) else "prefix_packed"
         if not self.flex and one_row(plan):
             return "separate"
         if self.flex or self.windows is not None:
@@ -275,7 +278,7 @@ class Runner:
         run, paths = 0, []
         for strategy, idx in by.items():
             sub = self.run([plans[i] for i in idx], strategy)
-            labels += _relabel(sub.labels, idx, sum(h.shape[0] for h in hidden))
+            labels += relabel(sub.labels, idx, sum(h.shape[0] for h in hidden))
             hidden.append(sub.hidden)
             run += sub.tokens_run
             paths += sub.paths
@@ -301,7 +304,7 @@ class Runner:
         if too_long:  # too long for a dense mask and no flex: prefix cache + rows
             sub = self._prefix_rows([plans[i] for i in too_long])
             hidden.append(sub.hidden)
-            labels += _relabel(sub.labels, too_long, 0)
+            labels += relabel(sub.labels, too_long, 0)
             run += sub.tokens_run
             paths.append("packed>prefix_rows")
         batch: list[tuple[int, Tree]] = []
@@ -338,7 +341,7 @@ class Runner:
         for b, ((_, tree), r) in enumerate(zip(batch, rows)):
             base = sum(h.shape[0] for h in hidden)
             hidden.append(self._gather(out, b, r.read_index.to(self.device)))  # (R_b, H')
-            labels += _shift(tree.labels, base)
+            labels += shift_labels(tree.labels, base)
         return sum(r.input_ids.numel() for r in rows)
 
     def _packed_flex(self, plans: list[RequestPlan]) -> Reads:
@@ -361,7 +364,7 @@ class Runner:
                 row.input_ids[None], row.position_ids[None], attention_mask=self._flex_mask(row), use_cache=False
             )
             hidden.append(self._gather(out, 0, row.read_index.to(self.device)))  # (R_g, H')
-            labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
+            labels += shift_labels(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
             run += row.input_ids.numel()
             paths.append("packed:flex")
         return Reads(torch.cat(hidden), labels, run, paths)
@@ -375,20 +378,23 @@ class Runner:
             if hit is not None:
                 return fork_cache(hit), True
         ids = torch.tensor(plan.prefix, dtype=torch.long)[None]  # (1, S)
-        out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
-        cache = _output_cache(out)
+        with state_autocast(self.device, self.state_dtype if self.mixed else None):
+            out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=True)
+        cache = output_cache(out)
         if cache is None:
             raise RuntimeError("the model returned no cache")
+        if self.mixed:
+            upcast_cache(cache, self.dtype)
         if self.state_cache is not None and self.state_cache.put(plan.prefix, cache):
             return fork_cache(cache), False
         return cache, False
 
     def _keep_state(self, plan: RequestPlan, out: Any) -> None:
         """Put the state's KV, the first ``len(plan.prefix)`` positions of ``out``'s cache (a
-        causal forward over the state and one branch), in the state cache. Caches that cannot be
+        causal forward over the state and one branch, in one dtype), in the state cache. Caches that cannot be
         cropped (recurrent states) are not kept."""
         assert self.state_cache is not None
-        cache = _output_cache(out)
+        cache = output_cache(out)
         if cache is None or not hasattr(cache, "crop"):
             return
         # a negative count removes that many tokens (transformers 5; 4.x read it the same way)
@@ -434,7 +440,7 @@ class Runner:
             if groups is None:  # one question's (Lq, S + Lq) mask alone is over the budget
                 sub = self._prefix_rows([plan])
                 hidden.append(sub.hidden)
-                labels += _relabel(sub.labels, [i], sum(h.shape[0] for h in hidden[:-1]))
+                labels += relabel(sub.labels, [i], sum(h.shape[0] for h in hidden[:-1]))
                 run += sub.tokens_run
                 paths.append("prefix_packed>prefix_rows")
                 continue
@@ -461,9 +467,9 @@ class Runner:
                     use_cache=True,
                 )
                 hidden.append(self._gather(out, 0, row.read_index.to(self.device)))  # (R_g, H')
-                labels += _shift(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
+                labels += shift_labels(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
                 run += Lb
-            paths.append(("prefix_packed:cached" if hit else "prefix_packed:dense") + _groups_tag(groups))
+            paths.append(("prefix_packed:cached" if hit else "prefix_packed:dense") + groups_tag(groups))
         return Reads(torch.cat(hidden), labels, run, paths)
 
     def _prefix_rows(self, plans: list[RequestPlan]) -> Reads:
@@ -472,12 +478,12 @@ class Runner:
         run = 0
         for i, plan in enumerate(plans):
             cache, _ = self._prefix_cache(plan)
-            rows, reads_local = _rows_of(plan, i)
+            rows, reads_local = rows_of(plan, i)
             S = len(plan.prefix)
             run += S + sum(len(r) for r, _ in rows)
             base = sum(h.shape[0] for h in hidden)
             per_row = max(1, self.max_row_tokens // max(len(r) for r, _ in rows))
-            if not _can_repeat(cache):
+            if not can_repeat(cache):
                 per_row = 1  # e.g. linear-attention / SSM state caches: one row per copy
             row_hidden: list[torch.Tensor] = []
             for start in range(0, len(rows), per_row):
@@ -487,7 +493,7 @@ class Runner:
                 for b, (r, _) in enumerate(chunk):
                     ids[b, : len(r)] = torch.tensor(r)
                 pos = torch.arange(S, S + width)[None].expand(len(chunk), -1)
-                c = _repeat_cache(cache, len(chunk))
+                c = repeat_cache(cache, len(chunk))
                 h = self._continue(ids, pos, c)  # (B, W, H)
                 for b, (_, offsets) in enumerate(chunk):
                     row_hidden.append(h[b, torch.tensor(offsets, device=self.device)])
@@ -514,16 +520,21 @@ class Runner:
                 use_cache=True,
                 cache_position=pos[0, t : t + 1].to(self.device),
             )
-            cache = _output_cache(out)
+            cache = output_cache(out)
             steps.append(self._states(out))
         return torch.cat(steps, dim=1)
 
     def _separate(self, plans: list[RequestPlan]) -> Reads:
+        """One forward per question row over the state and that row (the reference every other
+        strategy is checked against). In mixed precision the state runs in its own forward (its
+        KV cache shared, as in every strategy) and each row continues a fork of it alone."""
+        if self.mixed:
+            return self._separate_after_state(plans)
         hidden: list[Any] = []
         labels: list[Any] = []
         run = 0
         for i, plan in enumerate(plans):
-            rows, reads_local = _rows_of(plan, i)
+            rows, reads_local = rows_of(plan, i)
             base = sum(h.shape[0] for h in hidden)
             parts = []
             # one row: its forward also gives the state's KV (the first S positions of a causal
@@ -544,80 +555,24 @@ class Runner:
             ]
         return Reads(torch.cat(hidden), labels, run, ["separate"] * len(plans))
 
-
-def _output_cache(out: Any) -> Any | None:
-    """The KV cache (or recurrent state) a forward with ``use_cache=True`` returned, under any of
-    the names transformers models use, or None."""
-    return next(
-        (getattr(out, n) for n in ("cache", "cache_params", "past_key_values") if getattr(out, n, None) is not None),
-        None,
-    )
-
-
-def one_row(plan: RequestPlan) -> bool:
-    """True when ``plan`` is one question read in one row: one view, every label one token."""
-    return (
-        len(plan.questions) == 1
-        and len(plan.questions[0].views) == 1
-        and all(len(lab) == 1 for lab in plan.questions[0].views[0].labels)
-    )
-
-
-def _groups_tag(groups: list[list[int]]) -> str:
-    return f"x{len(groups)}" if len(groups) > 1 else ""
-
-
-def _shift(labels: list[LabelTerm], by: int) -> list[LabelTerm]:
-    return [LabelTerm(t.request, t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms]) for t in labels]
-
-
-def _relabel(labels: list[LabelTerm], requests: list[int], by: int) -> list[LabelTerm]:
-    """Labels of a sub-run over ``requests`` (numbered 0..n-1 there), renumbered and shifted by ``by``."""
-    return [
-        LabelTerm(requests[t.request], t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms])
-        for t in labels
-    ]
-
-
-def _rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[LabelTerm]]:
-    """One token row per view (per label when labels span several tokens), after the prefix.
-
-    Returns the rows as ``(tokens, read offsets within the row)`` and the labels, whose read
-    indices count reads over all rows in order.
-    """
-    rows: list[tuple[tuple[int, ...], list[int]]] = []
-    labels: list[LabelTerm] = []
-    n_reads = 0
-    for qi, q in enumerate(plan.questions):
-        for vi, view in enumerate(q.views):
-            last = len(view.branch) - 1
-            if all(len(lab) == 1 for lab in view.labels):
-                rows.append((view.branch, [last]))
-                labels += [
-                    LabelTerm(request, qi, vi, opt, [(n_reads, lab[0])])
-                    for lab, opt in zip(view.labels, view.option_index)
-                ]
-                n_reads += 1
-                continue
-            for lab, opt in zip(view.labels, view.option_index):
-                offsets = [last + k for k in range(len(lab))]
-                rows.append((view.branch + lab[:-1], offsets))
-                labels.append(LabelTerm(request, qi, vi, opt, [(n_reads + k, lab[k]) for k in range(len(lab))]))
-                n_reads += len(lab)
-    return rows, labels
-
-
-def _can_repeat(cache: Any) -> bool:
-    """True when every layer of the cache can be repeated along the batch dimension."""
-    layers = getattr(cache, "layers", None)
-    if layers is None:
-        return hasattr(cache, "batch_repeat_interleave")
-    return all(hasattr(layer, "batch_repeat_interleave") for layer in layers)
-
-
-def _repeat_cache(cache: Any, n: int) -> Any:
-    """A copy of a batch-1 KV cache repeated to batch ``n`` (the prefix is shared, never mutated)."""
-    c = copy.deepcopy(cache)
-    if n > 1:
-        c.batch_repeat_interleave(n)
-    return c
+    def _separate_after_state(self, plans: list[RequestPlan]) -> Reads:
+        hidden: list[Any] = []
+        labels: list[Any] = []
+        run = 0
+        for i, plan in enumerate(plans):
+            cache, hit = self._prefix_cache(plan)
+            rows, reads_local = rows_of(plan, i)
+            S = len(plan.prefix)
+            run += (0 if hit else S) + sum(len(r) for r, _ in rows)
+            base = sum(h.shape[0] for h in hidden)
+            parts = []
+            for r, offsets in rows:
+                ids = torch.tensor(r, dtype=torch.long)[None]  # (1, q)
+                h = self._continue(ids, torch.arange(S, S + len(r))[None], fork_cache(cache))  # (1, q, H')
+                parts.append(h[0, torch.tensor(offsets, device=self.device)])
+            hidden.append(torch.cat(parts))
+            labels += [
+                LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
+                for t in reads_local
+            ]
+        return Reads(torch.cat(hidden), labels, run, ["separate:state"] * len(plans))

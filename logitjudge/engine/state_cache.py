@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["StateCache", "StateCacheStats", "cache_nbytes", "fork_cache"]
+__all__ = ["StateCache", "StateCacheStats", "cache_nbytes", "can_repeat", "fork_cache", "output_cache", "repeat_cache"]
 
 
 @dataclass(frozen=True)
@@ -200,3 +200,28 @@ class StateCache:
         """The counters and the current size."""
         with self._lock:
             return StateCacheStats(**self._n, entries=len(self._entries), bytes=self._bytes, max_bytes=self.max_bytes)
+
+
+def output_cache(out: Any) -> Any | None:
+    """The KV cache (or recurrent state) a forward with ``use_cache=True`` returned, under any of
+    the names transformers models use, or None."""
+    return next(
+        (getattr(out, n) for n in ("cache", "cache_params", "past_key_values") if getattr(out, n, None) is not None),
+        None,
+    )
+
+
+def can_repeat(cache: Any) -> bool:
+    """True when every layer of the cache can be repeated along the batch dimension."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        return hasattr(cache, "batch_repeat_interleave")
+    return all(hasattr(layer, "batch_repeat_interleave") for layer in layers)
+
+
+def repeat_cache(cache: Any, n: int) -> Any:
+    """A copy of a batch-1 KV cache repeated to batch ``n`` (the prefix is shared, never mutated)."""
+    c = copy.deepcopy(cache)
+    if n > 1:
+        c.batch_repeat_interleave(n)
+    return c

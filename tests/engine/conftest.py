@@ -73,6 +73,8 @@ def _tiny(kind: str, vocab: int) -> torch.nn.Module:
 
 
 def tiny_engine(kind: str, tokenizer, **kw) -> Engine:
+    """A tiny engine, fp32 unless ``dtype`` is given (mixed precision has its own fixtures)."""
+    kw.setdefault("dtype", "float32")
     model = _tiny(kind, len(tokenizer)).eval()
     lm = LoadedModel(model, tokenizer, f"tiny-{kind}", "config", torch.device("cpu"), torch.float32, kind)
     return Engine(lm, **kw)
@@ -94,8 +96,33 @@ def tiny_mamba(tokenizer) -> Engine:
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_mixed(tokenizer) -> Engine:
+    """Mixed precision (the state in bf16, questions in fp32) on the tiny Llama."""
+    return tiny_engine("llama", tokenizer, dtype="mixed")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3_mixed(tokenizer) -> Engine:
+    return tiny_engine("gemma3", tokenizer, dtype="mixed")
+
+
+@pytest.fixture(scope="session")
 def default_engine(default_judge) -> Engine:
+    """The suite's model as ``Judge.load()`` serves it: ``dtype=auto`` (mixed precision on a CPU
+    with native bf16, else fp32)."""
     return default_judge.engine
+
+
+@pytest.fixture(scope="session")
+def default_engine_fp32(default_judge) -> Engine:
+    """The same loaded weights, every forward in fp32 (the only mode ``packed`` runs in on CPU)."""
+    return Engine(default_judge.engine.lm, dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def default_engine_mixed(default_judge) -> Engine:
+    """The same loaded weights in mixed precision, whatever this CPU is."""
+    return Engine(default_judge.engine.lm, dtype="mixed")
 
 
 @pytest.fixture(scope="session")

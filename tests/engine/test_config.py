@@ -295,6 +295,8 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe(make_tiny):
         "source",
         "device",
         "dtype",
+        "precision",
+        "state_dtype",
         "cpu_native_bf16",
         "strategy",
         "attn",

@@ -50,8 +50,9 @@ def reference_log_likelihood(engine, question: Question) -> float:
     [
         ("tiny_llama", "packed"),
         ("tiny_llama", "prefix_rows"),
-        ("default_engine", "packed"),
-        ("default_engine", "prefix_packed"),
+        ("default_engine_fp32", "packed"),
+        ("default_engine_fp32", "prefix_packed"),
+        ("default_engine_mixed", "prefix_packed"),
     ],
 )
 def test_continuation_equals_a_plain_forward_and_is_isolated(request, engine_name, strategy):
@@ -60,7 +61,10 @@ def test_continuation_equals_a_plain_forward_and_is_isolated(request, engine_nam
     for i in (0, 2):
         ref = reference_log_likelihood(engine, QUESTIONS[i])
         assert packed[i].type == "continuation" and packed[i].probabilities == (1.0,)
-        assert packed[i].log_likelihood == pytest.approx(ref, abs=TOL * max(1.0, abs(ref)))
+        if engine.precision == "float32":  # the plain forward is all fp32; mixed runs the state in bf16
+            assert packed[i].log_likelihood == pytest.approx(ref, abs=TOL * max(1.0, abs(ref)))
+        else:
+            assert packed[i].log_likelihood == pytest.approx(ref, abs=0.1 * max(1.0, abs(ref)))
         assert packed[i].tokens == len(
             engine.plan(EngineRequest(STATE, (QUESTIONS[i],))).questions[0].views[0].labels[0]
         )
@@ -72,7 +76,7 @@ def test_continuation_equals_a_plain_forward_and_is_isolated(request, engine_nam
 
 
 def test_the_text_the_passage_answers_is_more_likely(default_engine):
-    answers = default_engine.run_plans([default_engine.plan(EngineRequest(STATE, QUESTIONS))], "packed")[0].answers
+    answers = default_engine.run_plans([default_engine.plan(EngineRequest(STATE, QUESTIONS))], "auto")[0].answers
     assert answers[0].log_likelihood / answers[0].tokens > answers[2].log_likelihood / answers[2].tokens
 
 

@@ -79,7 +79,7 @@ def _load(path, model) -> Engine:
 
     tok = AutoTokenizer.from_pretrained(path)
     lm = LoadedModel(model, tok, "tiny-decision", str(path), torch.device("cpu"), torch.float32, "tiny-decision")
-    return Engine(lm)
+    return Engine(lm, dtype="float32")  # the pipeline runs fp32
 
 
 def test_the_engine_answers_as_the_decision_pipeline(decision_dir):

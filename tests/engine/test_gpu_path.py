@@ -46,7 +46,10 @@ def long_llama(tokenizer) -> Engine:
             tie_word_embeddings=True,
         )
     ).eval()
-    return Engine(LoadedModel(model, tokenizer, "tiny-llama-8k", "config", torch.device("cpu"), torch.float32, "8k"))
+    return Engine(
+        LoadedModel(model, tokenizer, "tiny-llama-8k", "config", torch.device("cpu"), torch.float32, "8k"),
+        dtype="float32",
+    )
 
 
 # -- the dense-mask limit -----------------------------------------------------------------------

@@ -173,15 +173,18 @@ def test_questions_naming_a_missing_or_unfit_head_are_refused(tiny_llama):
         engine.set_heads(None)
 
 
-def test_default_model_head_parity(default_engine):
+@pytest.mark.parametrize("engine_name", ["default_engine_fp32", "default_engine_mixed"])
+def test_default_model_head_parity(request, engine_name):
     """The default model: a head on layers 20 and 28 (final), packed strategies vs separate passes."""
-    engine = default_engine
+    engine = request.getfixturevalue(engine_name)
     engine.set_heads({"support": random_head(engine, "support", "choice", OPTIONS, (20, engine.runner.n_layers))})
     try:
         questions = tuple(q for q in QUESTIONS if q.head != "yes")
         plan = engine.plan(EngineRequest(STATE, questions))
         ref = engine.run_plans([plan], "separate")[0]
         for strategy in ("packed", "prefix_packed", "prefix_rows"):
+            if not engine.runner.allows(strategy):
+                continue
             got = engine.run_plans([plan], strategy)[0]
             d = max(
                 abs(x - y) for a, b in zip(got.answers, ref.answers) for x, y in zip(a.probabilities, b.probabilities)

@@ -1,5 +1,6 @@
-"""Packing equivalence: every strategy equals one separate forward pass per question (fp32, 1e-4),
-and no question's answer moves when its siblings are reordered, added, removed or hold secrets.
+"""Packing equivalence: every strategy equals one separate forward pass per question (1e-4, in
+fp32 and in mixed precision), and no question's answer moves when its siblings are reordered,
+added, removed or hold secrets.
 
 Runs on tiny random-weight models of three real architectures (Llama: plain attention; Gemma 3:
 sliding-window layers mixed with full layers; Mamba: layers that ignore masks) and on the
@@ -54,9 +55,15 @@ ENGINES = [
     ("tiny_gemma3", "packed"),
     ("tiny_gemma3", "prefix_rows"),
     ("tiny_mamba", "prefix_rows"),
-    ("default_engine", "packed"),
-    ("default_engine", "prefix_packed"),
-    ("default_engine", "prefix_rows"),
+    ("tiny_llama_mixed", "prefix_packed"),
+    ("tiny_llama_mixed", "prefix_rows"),
+    ("tiny_gemma3_mixed", "prefix_rows"),
+    ("default_engine_fp32", "packed"),
+    ("default_engine_fp32", "prefix_packed"),
+    ("default_engine_fp32", "prefix_rows"),
+    ("default_engine_mixed", "prefix_packed"),
+    ("default_engine_mixed", "prefix_rows"),
+    ("default_engine", "auto"),
 ]
 
 
@@ -141,8 +148,8 @@ def test_rotated_views_share_their_stem_and_equal_separate_passes(request, engin
     assert max_diff(answers(engine, ROTATED, strategy), answers(engine, ROTATED, "separate")) <= TOL
 
 
-def test_several_requests_in_one_row_equal_each_alone(tiny_llama, default_engine):
-    for engine in (tiny_llama, default_engine):
+def test_several_requests_in_one_row_equal_each_alone(tiny_llama, default_engine_fp32):
+    for engine in (tiny_llama, default_engine_fp32):
         reqs = [EngineRequest(STATE, QUESTIONS[:3]), EngineRequest("A short note: the lamp is fine.", QUESTIONS[2:])]
         plans = [engine.plan(r) for r in reqs]
         together = engine.run_plans(plans, "packed")

@@ -88,8 +88,9 @@ def test_another_state_misses(llama):
 
 
 def test_the_key_holds_fingerprint_dtype_and_prompt_version(llama):
-    fingerprint, dtype, version = llama.state_cache.namespace
-    assert fingerprint == llama.lm.fingerprint and dtype == "torch.float32" and version.startswith("lj-prompt-")
+    fingerprint, precision, version = llama.state_cache.namespace
+    assert fingerprint == llama.lm.fingerprint and precision == "float32" and version.startswith("lj-prompt-")
+    dtype = precision
     other = StateCache(1 << 20, ("another-model", dtype, version))
     prefix = tuple(llama.plan(EngineRequest(STATE, QUESTIONS)).prefix)
     other.put(prefix, torch.zeros(4))

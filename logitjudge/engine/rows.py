@@ -1,0 +1,90 @@
+"""Read rows: what a forward hands to the readout (:class:`Reads`), and the helpers that lay a
+request's question views out as rows after its prefix and renumber their labels.
+
+Used by :mod:`logitjudge.engine.runner`; no model code here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from logitjudge.engine.pack import LabelTerm, RequestPlan
+
+__all__ = ["Reads", "groups_tag", "one_row", "relabel", "rows_of", "shift_labels"]
+
+
+@dataclass
+class Reads:
+    """Hidden states at read positions and the labels that use them.
+
+    Attributes:
+        hidden: (R, H * (1 + K)) per read position: the final hidden state (after the model's
+            last norm), then the states of the runner's K tapped layers in ``taps`` order; model
+            dtype. ``hidden[:, :H]`` is what the LM head reads.
+        labels: every label of every question view; ``terms`` index rows of ``hidden``.
+        tokens_run: tokens that went through the model (the sum over requests of ``n_tokens``,
+            or more for ``separate``, which re-runs the prefix per question).
+        paths: one entry per forward group: ``packed:dense``, ``packed:flex``,
+            ``packed>prefix_rows`` (too long for a dense mask), ``prefix_packed:dense``,
+            ``prefix_packed>prefix_rows``, ``prefix_rows``, ``separate``.
+    """
+
+    hidden: torch.Tensor
+    labels: list[LabelTerm]
+    tokens_run: int
+    paths: list[str]
+
+
+def one_row(plan: RequestPlan) -> bool:
+    """True when ``plan`` is one question read in one row: one view, every label one token."""
+    return (
+        len(plan.questions) == 1
+        and len(plan.questions[0].views) == 1
+        and all(len(lab) == 1 for lab in plan.questions[0].views[0].labels)
+    )
+
+
+def groups_tag(groups: list[list[int]]) -> str:
+    return f"x{len(groups)}" if len(groups) > 1 else ""
+
+
+def shift_labels(labels: list[LabelTerm], by: int) -> list[LabelTerm]:
+    return [LabelTerm(t.request, t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms]) for t in labels]
+
+
+def relabel(labels: list[LabelTerm], requests: list[int], by: int) -> list[LabelTerm]:
+    """Labels of a sub-run over ``requests`` (numbered 0..n-1 there), renumbered and shifted by ``by``."""
+    return [
+        LabelTerm(requests[t.request], t.question, t.view, t.option, [(r + by, tok) for r, tok in t.terms])
+        for t in labels
+    ]
+
+
+def rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...], list[int]]], list[LabelTerm]]:
+    """One token row per view (per label when labels span several tokens), after the prefix.
+
+    Returns the rows as ``(tokens, read offsets within the row)`` and the labels, whose read
+    indices count reads over all rows in order.
+    """
+    rows: list[tuple[tuple[int, ...], list[int]]] = []
+    labels: list[LabelTerm] = []
+    n_reads = 0
+    for qi, q in enumerate(plan.questions):
+        for vi, view in enumerate(q.views):
+            last = len(view.branch) - 1
+            if all(len(lab) == 1 for lab in view.labels):
+                rows.append((view.branch, [last]))
+                labels += [
+                    LabelTerm(request, qi, vi, opt, [(n_reads, lab[0])])
+                    for lab, opt in zip(view.labels, view.option_index)
+                ]
+                n_reads += 1
+                continue
+            for lab, opt in zip(view.labels, view.option_index):
+                offsets = [last + k for k in range(len(lab))]
+                rows.append((view.branch + lab[:-1], offsets))
+                labels.append(LabelTerm(request, qi, vi, opt, [(n_reads + k, lab[k]) for k in range(len(lab))]))
+                n_reads += len(lab)
+    return rows, labels
