@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult
 from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness, noul_distribution
+from logitjudge.engine.formulas import sigmoid as _sigmoid
+from logitjudge.engine.formulas import softmax as tensor_softmax
 from logitjudge.engine.types import Answer, Question
 
 if TYPE_CHECKING:
@@ -193,17 +195,14 @@ def clipped_logit(p: float, eps: float = _LOGIT_EPS) -> float:
 
 
 def softmax(values: Sequence[float]) -> list[float]:
-    """fp64 softmax of ``values``: the engine's one softmax (:func:`logitjudge.engine.readout.softmax`)."""
+    """fp64 softmax of ``values``: the engine's one softmax (:func:`logitjudge.engine.formulas.softmax`)."""
     import torch  # lazily: importing the rubrics (the server does) must not load torch
 
-    from logitjudge.engine import readout
-
-    return [float(x) for x in readout.softmax(torch.tensor(list(values), dtype=torch.float64))]
+    return [float(x) for x in tensor_softmax(torch.tensor(list(values), dtype=torch.float64))]
 
 
-def sigmoid(z: float) -> float:
-    """``1 / (1 + exp(-z))``, as the softmax of ``(z, 0)``."""
-    return softmax((z, 0.0))[0]
+sigmoid = _sigmoid
+"""``1 / (1 + exp(-z))`` (:func:`logitjudge.engine.formulas.sigmoid`, plain Python)."""
 
 
 def support_result(

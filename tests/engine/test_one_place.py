@@ -73,7 +73,10 @@ def test_the_scan_catches_the_old_calibration_code():
 def test_noul_yes_no_is_rebuilt_only_by_noul_distribution():
     assert noul_distribution(0.8) == (0.8, 1.0 - 0.8)
     rebuilt = re.compile(r"1(\.0)?\s*-\s*(p|p_yes|score)\b")
-    for name in ("rubrics/scoring.py", "rubrics/samples.py", "judge.py", "convert.py"):
+    names = ["rubrics/scoring.py", "rubrics/results.py", "rubrics/samples.py", "judge.py", "convert.py"]
+    names += [str(p.relative_to(PACKAGE)) for p in sorted((PACKAGE / "rubrics" / "kinds").glob("*.py"))]
+    assert len(names) > 6  # the kinds were found
+    for name in names:
         text = (PACKAGE / name).read_text(encoding="utf-8")
         assert not rebuilt.search(text), f"{name} rebuilds P(no) itself; use noul_distribution"
 
