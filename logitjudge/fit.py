@@ -197,18 +197,19 @@ def extract(
     Args:
         engine: a loaded :class:`~logitjudge.engine.core.Engine` (transformers backend).
         cache: a folder; each example's states are stored per layer as
-            ``<fingerprint>/<prompt version>-<dtype>/<digest>.L<layer>.npy`` (digest of the state and
-            the question) and read back on a later call.
+            ``<fingerprint>/<prompt version>-<precision>/<digest>.L<layer>.npy`` (digest of the state
+            and the question; precision ``float32`` or ``mixed``) and read back on a later call.
         progress: called with the number of examples done after each batch.
 
     Returns:
         :class:`Features` in ``examples`` order.
     """
     d = engine.describe()
-    engine_id = {k: d.get(k) for k in ("fingerprint", "prompt_version", "dtype")}
+    engine_id = {k: d.get(k) for k in ("fingerprint", "prompt_version", "dtype")}  # the folder holds the precision
     folder = None
     if cache is not None:
-        folder = Path(cache) / str(d.get("fingerprint"))[:16] / f"{d.get('prompt_version')}-{d.get('dtype')}"
+        precision = d.get("precision") or d.get("dtype")
+        folder = Path(cache) / str(d.get("fingerprint"))[:16] / f"{d.get('prompt_version')}-{precision}"
         folder.mkdir(parents=True, exist_ok=True)
     layers = tuple(int(x) for x in layers)
     n = len(examples)
@@ -265,6 +266,26 @@ def _model(c: float) -> Any:
     return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3000))
 
 
+def _fold_losses(
+    X: np.ndarray, y: np.ndarray, train: np.ndarray, valid: np.ndarray, c_grid: Sequence[float]
+) -> dict[float, float]:
+    """Validation log loss of one CV fold for every ``C`` of ``c_grid``: the model of
+    :func:`_model`, fitted along the grid from the strongest regularisation up, each fit starting
+    from the previous one's coefficients (the same convex optimum, reached in fewer iterations)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import log_loss
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(X[train])
+    x_train, x_valid = scaler.transform(X[train]), scaler.transform(X[valid])
+    lr = LogisticRegression(max_iter=3000, warm_start=True)
+    out = {}
+    for c in sorted(c_grid):
+        lr.set_params(C=c).fit(x_train, y[train])
+        out[c] = float(log_loss(y[valid], lr.predict_proba(x_valid), labels=lr.classes_))
+    return out
+
+
 def classification_report(
     gold: Sequence[str], probs: np.ndarray, options: Sequence[str], groups: Sequence[str], *, seed: int = 0
 ) -> dict[str, Any]:
@@ -318,6 +339,7 @@ def fit_head(
     c_grid: Sequence[float] = DEFAULT_C_GRID,
     layer_choices: Sequence[str] | None = None,
     seed: int = 0,
+    n_jobs: int = -1,
 ) -> FitResult:
     """Choose the layer and ``C`` by grouped CV, fit on the training part, report the held-out part.
 
@@ -325,11 +347,12 @@ def fit_head(
         engine: the ``describe()`` of the engine the features came from (the head's binding).
         holdout: share of the groups held out (0: none; the report is then empty).
         layer_choices: ``"L<l>"`` per tapped layer and ``"all"`` (default: each layer alone and all).
+        n_jobs: processes for the cross-validation (joblib; -1: one per core).
 
     Raises:
         ValueError: an option without training rows, or too few groups for ``folds``.
     """
-    from sklearn.metrics import log_loss
+    from joblib import Parallel, delayed
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     question = examples[0].question
@@ -345,16 +368,17 @@ def fit_head(
     if absent:
         raise ValueError(f"no training row is labelled {absent}: every option needs examples")
     choices = list(layer_choices or [f"L{x}" for x in features.layers] + (["all"] if len(features.layers) > 1 else []))
+    splits = list(GroupKFold(n_splits=folds).split(train, y[train], groups[train]))
+    jobs = [(choice, k) for choice in choices for k in range(len(splits))]
+    per_fold = Parallel(n_jobs=n_jobs)(
+        delayed(_fold_losses)(_columns(features, choice), y, train[tr], train[va], c_grid)
+        for choice, (tr, va) in ((choice, splits[k]) for choice, k in jobs)
+    )
     cv: dict[str, float] = {}
-    splitter = GroupKFold(n_splits=folds)
     for choice in choices:
-        X = _columns(features, choice)
+        losses = [fold for (ch, _), fold in zip(jobs, per_fold) if ch == choice]
         for c in c_grid:
-            losses = []
-            for tr, va in splitter.split(train, y[train], groups[train]):
-                model = _model(c).fit(X[train[tr]], y[train[tr]])
-                losses.append(log_loss(y[train[va]], model.predict_proba(X[train[va]]), labels=model.classes_))
-            cv[f"{choice} C={c}"] = float(np.mean(losses))
+            cv[f"{choice} C={c}"] = float(np.mean([fold[c] for fold in losses]))
     best = min(cv, key=lambda k: cv[k])
     choice, c = best.split(" C=")[0], float(best.split(" C=")[1])
     X = _columns(features, choice)
