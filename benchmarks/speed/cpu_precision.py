@@ -83,10 +83,10 @@ def llama_request(engine: Engine, request: EngineRequest) -> dict[str, Any]:
 class LlamaCpp:
     """The llama.cpp worker process (its own venv), one request per call."""
 
-    def __init__(self, python: Path, gguf: Path, threads: int):
+    def __init__(self, python: Path, gguf: Path, threads: int, extra: list[str]):
         worker = Path(__file__).with_name("llamacpp_worker.py")
         self.proc = subprocess.Popen(
-            [str(python), str(worker), "--gguf", str(gguf), "--threads", str(threads)],
+            [str(python), str(worker), "--gguf", str(gguf), "--threads", str(threads), *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -132,7 +132,16 @@ def memory_probe(model: str, mode: str, shape: str, threads: int) -> None:
     engine = Engine(lm, dtype=dtype, state_cache_mb=0)
     s, n = (int(x) for x in shape.split("x"))
     engine.run_batch([EngineRequest(state_of(engine, s), questions(n))])
-    print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"maxrss_mb": peak_rss_mb()}))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MB (``VmHWM``: per address space, so unlike
+    ``ru_maxrss`` it does not carry a parent's peak over ``fork`` + ``exec``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def probe(model: str, mode: str, shape: str, threads: int) -> float:
@@ -165,13 +174,25 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-bf16", action="store_true", help="skip pure bf16 (a second copy of the weights)")
     ap.add_argument("--no-llamacpp", action="store_true")
+    ap.add_argument(
+        "--llamacpp-no-extra-bufts",
+        action="store_true",
+        help="llama.cpp without its repacked/AMX weight layouts (see benchmarks/speed/llamacpp_worker.py)",
+    )
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory probes (one process each)")
     ap.add_argument("--memory-probe", default=None, help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--memory-only",
+        action="store_true",
+        help="re-measure only the peak memory and update the result file's peak_rss_mb",
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
     if args.memory_probe:
         return memory_probe(args.model, args.memory_probe, args.shapes.split(",")[-1], args.threads)
+    if args.memory_only:
+        return memory_only(args)
     torch.set_num_threads(args.threads)
     lm = load_model(args.model, device="cpu", dtype="float32")
     ours = engines(lm, with_bf16=not args.no_bf16)
@@ -179,7 +200,7 @@ def main() -> None:
     llama = None
     if not args.no_llamacpp and LLAMACPP_PY.exists():
         gguf, _ = locate_packaged_gguf(args.model)
-        llama = LlamaCpp(LLAMACPP_PY, gguf, args.threads)
+        llama = LlamaCpp(LLAMACPP_PY, gguf, args.threads, ["--no-extra-bufts"] if args.llamacpp_no_extra_bufts else [])
     rows, answers = [], {}
     for s, n in shapes:
         request = EngineRequest(state_of(ref, s), questions(n))
@@ -216,7 +237,12 @@ def main() -> None:
             memory[mode] = probe(args.model, mode, big, args.threads)
     n_params = sum(p.numel() for p in lm.model.parameters())
     record = {
-        "metadata": {**run_metadata("cpu"), "threads": args.threads, "cpu_native_bf16": cpu_has_native_bf16()},
+        "metadata": {
+            **run_metadata("cpu"),
+            "threads": args.threads,
+            "cpu_native_bf16": cpu_has_native_bf16(),
+            "llamacpp": None if llama is None else {"extra_bufts": not args.llamacpp_no_extra_bufts},
+        },
         "model": lm.name,
         "cpu": _cpu_model(),
         "rows": rows,
@@ -224,10 +250,36 @@ def main() -> None:
         "weights_mb": {"float32": n_params * 4 / 2**20, "bfloat16": n_params * 2 / 2**20},
         "answers": answers,
     }
-    out = args.out or RESULTS / f"cpu-precision-{lm.name}"
-    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
-    out.with_suffix(".md").write_text(markdown(record))
+    write(record, args.out or RESULTS / f"cpu-precision-{lm.name}")
+
+
+def write(record: dict[str, Any], out: Path) -> None:
+    Path(f"{out}.json").write_text(json.dumps(record, indent=1) + "\n")
+    Path(f"{out}.md").write_text(markdown(record))
     print(markdown(record))
+
+
+def memory_only(args: argparse.Namespace) -> None:
+    """Each contender's peak memory on the largest shape, one fresh process each, into the result."""
+    from logitjudge.engine.model import resolve_model
+
+    _, name = resolve_model(args.model)
+    out = args.out or RESULTS / f"cpu-precision-{name}"
+    record = json.loads(Path(f"{out}.json").read_text())
+    big = args.shapes.split(",")[-1]
+    memory = {mode: probe(args.model, mode, big, args.threads) for mode in ("float32", "mixed", "bfloat16")}
+    if not args.no_llamacpp and LLAMACPP_PY.exists():
+        lm = load_model(args.model, device="cpu", dtype="float32")
+        engine = Engine(lm, dtype="float32", state_cache_mb=0)
+        s, n = (int(x) for x in big.split("x"))
+        lreq = llama_request(engine, EngineRequest(state_of(engine, s), questions(n)))
+        del engine, lm
+        gguf, _ = locate_packaged_gguf(args.model)
+        worker = LlamaCpp(LLAMACPP_PY, gguf, args.threads, ["--no-extra-bufts"] if args.llamacpp_no_extra_bufts else [])
+        worker.run(lreq)
+        memory["llama.cpp"] = worker.close()
+    record["peak_rss_mb"] = memory
+    write(record, out)
 
 
 def _cpu_model() -> str:

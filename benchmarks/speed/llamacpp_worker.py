@@ -8,7 +8,12 @@ token ids logitjudge runs: the state, then each question's branch), and answers 
 token for the ids in ``"read"`` (if given). The state is evaluated once; each question runs as a
 copy of the state's sequence (``Llama.save_state`` / ``load_state``: the KV cache copied, as
 llama.cpp's server does for a shared prompt), then its branch tokens. On EOF it prints
-``{"maxrss_mb": ...}``. Uses llama-cpp-python only (no torch, no logitjudge).
+``{"maxrss_mb": ...}`` (peak resident memory, ``VmHWM``). Uses llama-cpp-python only (no torch, no logitjudge).
+
+``--no-extra-bufts`` loads the weights without llama.cpp's extra buffer types (the repacked and
+AMX layouts): on a VM whose AMX tiles are not usable a source build with ``GGML_NATIVE`` crashes
+(segmentation fault) on the first multi-token batch, and this is the way around it, at some cost
+in llama.cpp's prompt speed. The result records which was used.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import resource
 import sys
 import time
 
+import llama_cpp
+import numpy as np
 from llama_cpp import Llama
 
 
@@ -27,7 +34,18 @@ def main() -> None:
     ap.add_argument("--gguf", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--n-ctx", type=int, default=8192)
+    ap.add_argument("--no-extra-bufts", action="store_true")
     args = ap.parse_args()
+    if args.no_extra_bufts:
+        default_params = llama_cpp.llama_model_default_params
+
+        def plain_params():  # what Llama() starts from, with use_extra_bufts off
+            params = default_params()
+            params.use_extra_bufts = False
+            return params
+
+        llama_cpp.llama_cpp.llama_model_default_params = plain_params
+        llama_cpp.llama.llama_cpp.llama_model_default_params = plain_params
     llm = Llama(
         model_path=args.gguf,
         n_ctx=args.n_ctx,
@@ -48,11 +66,20 @@ def main() -> None:
         for branch in req["branches"]:
             llm.load_state(state)
             llm.eval(branch)
-            row = llm.scores[llm.n_tokens - 1]
+            row = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))  # the last token's
             logits.append([float(row[i]) for i in read])
         seconds = time.perf_counter() - t0
         print(json.dumps({"seconds": seconds, "logits": logits}), flush=True)
-    print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    print(json.dumps({"maxrss_mb": peak_rss_mb()}), flush=True)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (``VmHWM``: per address space, so unlike ``ru_maxrss``
+    it does not carry the parent's peak over ``fork`` + ``exec``)."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":
