@@ -1,6 +1,6 @@
 """Quality: agreement with real labels and calibration, on every labelled dev set.
 
-    python benchmarks/quality/quality.py [--model PATH] [--dtype auto|float32|bfloat16|float16] [--device auto]
+    python benchmarks/quality/quality.py [--model PATH] [--dtype auto|mixed|float32|bfloat16|float16] [--device auto]
                                  [--limit N] [--seed 0] [--resamples 1000] [--rotations 1]
                                  [--calibration calib.json] [--sets vitaminc,qags] [--tag NAME]
     python benchmarks/quality/quality.py --rebuild benchmarks/results/quality-<model>.json   # tables again, no model
@@ -751,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="model dir, .gguf, alias (smollm2-135m, qwen2.5-coder-1.5b), or cached id (default: LOGITJUDGE_MODEL, else the main model)",
     )
-    ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    ap.add_argument("--dtype", default="auto", choices=("auto", "mixed", "float32", "bfloat16", "float16"))
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1")
     ap.add_argument("--limit", type=int, default=None, help="rows per set (stratified sample); default all")
     ap.add_argument("--seed", type=int, default=0, help="seed of the sample and of the bootstrap")

@@ -78,8 +78,8 @@ def test_the_scaled_kinds_are_probability_and_rubric():
 
 def test_an_unknown_scoring_is_refused_naming_the_kinds():
     defn = default_registry().get("possible").model_dump()
-    with pytest.raises(ValidationError, match=r"unknown scoring 'probabilty' \(known: probability, rubric"):
-        EvaluatorDef.model_validate({**defn, "scoring": "probabilty"})
+    with pytest.raises(ValidationError, match=r"unknown scoring 'probabilities' \(known: probability, rubric"):
+        EvaluatorDef.model_validate({**defn, "scoring": "probabilities"})
 
 
 @pytest.mark.parametrize(("key", "defn"), DEFINITIONS, ids=[k for k, _ in DEFINITIONS])
