@@ -662,7 +662,7 @@ def header(record: Mapping[str, Any]) -> str:
     )
     return (
         f"Model `{eng.get('model', '?')}` (fingerprint `{str(eng.get('fingerprint', '?'))[:16]}`), "
-        f"dtype {eng.get('dtype', '?')}, prompt {eng.get('prompt_version', '?')}, on {where}; "
+        f"dtype {eng.get('dtype', '?')} (precision {eng.get('precision', eng.get('dtype', '?'))}), prompt {eng.get('prompt_version', '?')}, on {where}; "
         f"torch {env.get('torch', '?')}, rotations {cfg['rotations']}, "
         f"calibration {_calibration_of(eng, cfg)}. Sample: {sample}. Intervals: 95% percentile bootstrap "
         f"over source items, {cfg.get('resamples', 1000)} resamples, seed {cfg.get('seed', 0)}. "
