@@ -97,8 +97,9 @@ class Judge:
                 else Qwen2.5-Coder-1.5B-Instruct).
             config: the engine configuration the other engine arguments amend.
             device: ``"auto"`` (CUDA if present, else CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``.
-            dtype: ``"auto"`` (bf16 on GPUs, fp16 where they lack bf16; fp32 on every CPU, so
-                isolation holds to 1e-4), ``"float32"``, ``"bfloat16"``, ``"float16"``.
+            dtype: ``"auto"`` (bf16 on GPUs, fp16 where they lack bf16; on a CPU with native bf16
+                ``"mixed"``, else fp32: both keep isolation within 1e-4), ``"mixed"`` (the state in
+                bf16, questions in fp32), ``"float32"``, ``"bfloat16"``, ``"float16"``.
             strategy: ``"auto"``, ``"packed"``, ``"prefix_packed"``, ``"prefix_rows"`` or ``"separate"``.
             max_state_tokens: budget for the state plus the longest question (default 32,768,
                 capped by the model's own context).

@@ -1,7 +1,7 @@
 """CPU precision modes side by side: fp32, mixed (the state in bf16), pure bf16 and llama.cpp.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/cpu_precision.py --threads 2 \
-        --shapes 266x6,2000x16,2000x64 --repeats 2
+        --shapes 266x6,2000x16,2000x64 --repeats 2 --llamacpp-no-extra-bufts
 
 On the default model (``--model``), for each request shape (state tokens x questions, the question
 mix of ``benchmarks/speed/speed.py``: noul, choice of 4, score of 4 in turn), every contender runs

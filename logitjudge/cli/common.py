@@ -211,7 +211,7 @@ def load_judge(args: argparse.Namespace) -> Any:
         if shown is not None:
             about = judge.describe() if hasattr(judge, "describe") else {}
             shown.line(
-                f"ready: {about.get('model', judge.model_name)} ({about.get('dtype', '?')}, "
+                f"ready: {about.get('model', judge.model_name)} ({about.get('precision', about.get('dtype', '?'))}, "
                 f"{about.get('device', '?')}), loaded and self-checked in {time.monotonic() - t0:.1f} s"
             )
     return judge

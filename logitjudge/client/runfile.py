@@ -50,7 +50,7 @@ __all__ = [
 
 RUN_RECORD_FORMAT = "logitjudge-evaluate-run/1"
 
-ENGINE_KEYS = ("model", "fingerprint", "prompt_version", "dtype", "calibration", "default_rotations")
+ENGINE_KEYS = ("model", "fingerprint", "prompt_version", "dtype", "precision", "calibration", "default_rotations")
 """What identifies the engine behind a results file: the same keys give the same answers."""
 
 Pending = tuple[str, dict[str, Any], ItemPlan]
@@ -143,13 +143,22 @@ def selection_differences(recorded: Mapping[str, Any], current: Mapping[str, Any
     return out
 
 
+def engine_value(engine: Mapping[str, Any], key: str) -> Any:
+    """``engine[key]``; a ``precision`` an older record or server lacks is its ``dtype`` (fp32 and
+    mixed precision share the weights' dtype, so ``dtype`` alone cannot tell them apart)."""
+    if key == "precision" and engine.get(key) is None:
+        return engine.get("dtype")
+    return engine.get(key)
+
+
 def engine_differences(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
     """What differs between the recorded and the current engine (:data:`ENGINE_KEYS`)."""
     out = []
     for key in ENGINE_KEYS:
-        if recorded.get(key) != current.get(key):
+        if engine_value(recorded, key) != engine_value(current, key):
             digest = key in ("fingerprint", "calibration")
-            now, then = _shown(current.get(key), digest=digest), _shown(recorded.get(key), digest=digest)
+            now = _shown(engine_value(current, key), digest=digest)
+            then = _shown(engine_value(recorded, key), digest=digest)
             out.append(f"{key}: {now} now, {then} in the file")
     return out
 

@@ -82,7 +82,7 @@ SELF_CHECK_REQUEST = EngineRequest(
 # Max |dp| between a strategy and separate passes, per weight dtype. fp32: rounding of a
 # different summation order only (measured <= 2.6e-6 on the default model). Half precision:
 # packed and separate passes round attention and matmuls over different shapes (bf16 keeps 8
-# mantissa bits, eps 7.8e-3; fp16 11, eps 9.8e-4). bf16 measured on CPU (default model,
+# mantissa bits, eps 7.8e-3; fp16 11, eps 9.8e-4). bf16 measured on CPU (SmolLM2-135M,
 # benchmarks/results/dtype-parity-cpu.md): 0.027 packed, 0.041 prefix_packed, 0.018 prefix_rows.
 # fp16 shares bf16's bound until GPU measurements justify a tighter one (benchmarks/checks/gpu_check.py
 # reports the measured max |dp| per dtype). Half precision is never the CPU default.

@@ -191,7 +191,10 @@ def read_checkpoint(directory: str | Path) -> DecisionCheckpoint | None:
         return None
     if model_type in DECISION_MODEL_TYPES:
         return _read_saved(path)
-    from transformers import JevConfig
+    try:
+        from transformers import JevConfig
+    except ImportError:  # a transformers without decision models reads no head beside the weights either
+        return None
 
     if not any((path / name).is_file() for name in (*JevConfig.extra_config_files, *JevConfig.extra_files)):
         return None
@@ -201,8 +204,11 @@ def read_checkpoint(directory: str | Path) -> DecisionCheckpoint | None:
 def _read_saved(path: Path) -> DecisionCheckpoint:
     """A ``JevForDecision`` folder saved by ``save_pretrained``."""
     from transformers import AutoConfig
-    from transformers.decision import DecisionConfig
 
+    try:
+        from transformers.decision import DecisionConfig
+    except ImportError as exc:
+        raise UnsupportedModelError(f"{path}: a decision model needs a transformers with decision models") from exc
     try:
         config = AutoConfig.from_pretrained(str(path))
         decision = DecisionConfig.from_pretrained(str(path), local_files_only=True)

@@ -161,19 +161,26 @@ def convert_gguf(gguf: Path, digest: str | None = None) -> Path:
 
 
 def resolve_device(device: str) -> torch.device:
-    """``"auto"`` -> ``cuda`` when available, else ``cpu``; anything else as torch reads it.
+    """``"auto"`` -> ``cuda`` when available, else ``cpu``; ``cpu``, ``cuda`` or ``cuda:N`` as asked.
 
     Raises:
-        ConfigurationError: torch does not know the device (e.g. ``"tpu"``).
+        ConfigurationError: not one of those (e.g. ``"tpu"``, ``"mps"``), or a CUDA device this
+            machine does not have; raised before any weights load.
     """
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
+        dev = torch.device(device)
     except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ConfigurationError(f"unknown device {device!r}: use auto, cpu, cuda or cuda:N", field=("device",))
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
         raise ConfigurationError(
-            f"unknown device {device!r}: use auto, cpu, cuda or cuda:N", field=("device",)
-        ) from None
+            f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s); use auto or cpu",
+            field=("device",),
+        )
+    return dev
 
 
 DTYPES: dict[str, torch.dtype] = {

@@ -6,8 +6,9 @@ autocast over the fp32 weights, no second copy of the weights) and then upcastin
 to fp32 keeps the questions' own forwards and the readout in fp32. The only bf16 rounding is in
 the state's keys and values, which every question of the request sees identically, whatever the
 strategy, so isolation keeps its fp32 bound: a question's answer in the packed pass equals its
-separate pass within 1e-4 (``tests/engine/test_precision.py``). What the mode moves is the answer
-against an all-fp32 run (``benchmarks/results/cpu-precision-qwen2.5-coder-1.5b.md``).
+separate pass within 1e-4 (``tests/engine/test_parity.py``, ``tests/engine/test_dtype.py``). What
+the mode moves is the answer against an all-fp32 run (at most 5.2e-3 on the default model:
+``benchmarks/results/cpu-precision-qwen2.5-coder-1.5b-instruct.md``).
 
 Modes (``EngineConfig.dtype``, ``--dtype``):
 

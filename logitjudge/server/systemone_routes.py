@@ -279,7 +279,7 @@ async def list_models(state: State) -> schemas.ListModelsResponse:
         schemas.ModelMetadata(
             name=name,
             description=f"{name} served by logitjudge {__version__} "
-            f"({described.get('device', '?')}, {described.get('dtype', '?')}, "
+            f"({described.get('device', '?')}, {described.get('precision', described.get('dtype', '?'))}, "
             f"prompt {described.get('prompt_version', '?')}, {_calibration_words(described)}"
             f"{_head_words(described)}).",
             release_date=release,

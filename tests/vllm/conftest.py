@@ -36,3 +36,12 @@ def vllm_judge():
     judge = Judge.load(backend="vllm", vllm=VllmConfig(kv_cache_gib=KV_CACHE_GIB))
     yield judge
     judge.close()
+
+
+@pytest.fixture(scope="session")
+def default_judge():
+    """The transformers reference for the vLLM tests: the default model in fp32, as vLLM runs it
+    on CPU (``auto`` is mixed precision on a CPU with native bf16, which vLLM does not run)."""
+    from logitjudge import Judge
+
+    return Judge.load(dtype="float32")

@@ -8,7 +8,7 @@ import pytest
 
 from logitjudge.engine.config import EngineConfig, VllmConfig
 from logitjudge.engine.vllm_backend import VllmBackend
-from logitjudge.errors import UnsupportedModelError
+from logitjudge.errors import ConfigurationError, UnsupportedModelError
 
 
 def test_a_cpu_block_size_vllm_cannot_run_is_refused_naming_it() -> None:
@@ -26,7 +26,7 @@ def test_out_of_range_options_are_refused_naming_the_field(field: str, value: fl
 
 
 def test_an_unknown_executor_or_backend_is_refused() -> None:
-    with pytest.raises(UnsupportedModelError, match="executor"):
+    with pytest.raises(ConfigurationError, match="executor"):
         VllmConfig(distributed_executor_backend="slurm")
-    with pytest.raises(UnsupportedModelError, match="backend"):
+    with pytest.raises(ConfigurationError, match="backend"):
         EngineConfig(backend="tgi")
