@@ -236,15 +236,16 @@ def main() -> None:
         for mode in ours:
             memory[mode] = probe(args.model, mode, big, args.threads)
     n_params = sum(p.numel() for p in lm.model.parameters())
+    metadata = run_metadata("cpu")
     record = {
         "metadata": {
-            **run_metadata("cpu"),
+            **metadata,
             "threads": args.threads,
             "cpu_native_bf16": cpu_has_native_bf16(),
             "llamacpp": None if llama is None else {"extra_bufts": not args.llamacpp_no_extra_bufts},
         },
         "model": lm.name,
-        "cpu": _cpu_model(),
+        "cpu": metadata["device_name"],
         "rows": rows,
         "peak_rss_mb": memory,
         "weights_mb": {"float32": n_params * 4 / 2**20, "bfloat16": n_params * 2 / 2**20},
@@ -280,16 +281,6 @@ def memory_only(args: argparse.Namespace) -> None:
         memory["llama.cpp"] = worker.close()
     record["peak_rss_mb"] = memory
     write(record, out)
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def markdown(record: dict[str, Any]) -> str:

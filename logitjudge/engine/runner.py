@@ -498,10 +498,7 @@ class Runner:
                 for b, (_, offsets) in enumerate(chunk):
                     row_hidden.append(h[b, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(row_hidden))
-            labels += [
-                LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
-                for t in reads_local
-            ]
+            labels += shift_labels(reads_local, base)
         return Reads(torch.cat(hidden), labels, run, ["prefix_rows"] * len(plans))
 
     def _continue(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
@@ -549,10 +546,7 @@ class Runner:
                 if fill:
                     self._keep_state(plan, out)
             hidden.append(torch.cat(parts))
-            labels += [
-                LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
-                for t in reads_local
-            ]
+            labels += shift_labels(reads_local, base)
         return Reads(torch.cat(hidden), labels, run, ["separate"] * len(plans))
 
     def _separate_after_state(self, plans: list[RequestPlan]) -> Reads:
@@ -571,8 +565,5 @@ class Runner:
                 h = self._continue(ids, torch.arange(S, S + len(r))[None], fork_cache(cache))  # (1, q, H')
                 parts.append(h[0, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(parts))
-            labels += [
-                LabelTerm(t.request, t.question, t.view, t.option, [(base + r, tok) for r, tok in t.terms])
-                for t in reads_local
-            ]
+            labels += shift_labels(reads_local, base)
         return Reads(torch.cat(hidden), labels, run, ["separate:state"] * len(plans))
