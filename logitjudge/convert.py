@@ -9,7 +9,7 @@
 - :func:`check_state`: the checks the wire model makes of a ``state`` (valid Unicode, finite, at
   most 64 levels deep), for states built inside (the rubrics' item states).
 
-Imports the wire models and the engine's types and answer fields; nothing of the facade, the
+Imports the wire models and the engine's types and question-type records; nothing of the facade, the
 server or the rubrics.
 """
 
@@ -19,10 +19,10 @@ import dataclasses
 import math
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from logitjudge.contract import systemone as schemas
-from logitjudge.engine import answers as answer_fields
+from logitjudge.engine.question_types import question_type
 from logitjudge.engine.types import Answer, EngineRequest, Option, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 
@@ -46,7 +46,7 @@ def question_to_engine(q: schemas.NoulQuestion | schemas.ChoiceQuestion | schema
 def with_rotations(question: Question, rotations: int) -> Question:
     """``question`` answered with ``rotations`` option-order rotations (choice and score only; a
     question read by a trained head keeps its one order: the head reads states, not labels)."""
-    if question.type == "noul" or question.rotations == rotations or question.head is not None:
+    if not question_type(question.type).rotates or question.rotations == rotations or question.head is not None:
         return question
     return dataclasses.replace(question, rotations=rotations)
 
@@ -76,28 +76,20 @@ def answer_to_wire(
 
     noul: ``noul`` = P(true); choice: the argmax option, the probabilities by option name and the
     choice confidence; score: the expected level, the legend, the probabilities by level and the
-    score confidence (formulas: :mod:`logitjudge.engine.answers`, spec A.7).
+    score confidence (formulas: :mod:`logitjudge.engine.answers`, spec A.7). The fields are the
+    ``wire_fields`` of the question type's record (:mod:`logitjudge.engine.question_types`).
+
+    Raises:
+        LogitJudgeError: a type with no wire answer (continuation), or a non-finite probability.
     """
-    probs = [_finite(p) for p in answer.probabilities]
-    mass = _finite(answer.option_mass)
-    names = [o.name for o in question.options]
-    legend: dict[str, Any] = {o.name: o.description for o in question.options}  # score: every level described
-    if question.type == "noul":
-        return schemas.NoulAnswer(noul=probs[0], x_option_mass=mass)
-    if question.type == "choice":
-        return schemas.ChoiceAnswer(
-            choice=names[answer_fields.argmax(probs)],
-            probabilities=dict(zip(names, probs)),
-            confidence=answer_fields.choice_confidence(probs),
-            x_option_mass=mass,
-        )
-    return schemas.ScoreAnswer(
-        score=answer_fields.expected_score(probs),
-        legend=legend,
-        probabilities=dict(zip(names, probs)),
-        confidence=answer_fields.score_confidence(probs),
-        x_option_mass=mass,
-    )
+    spec = question_type(question.type)
+    if spec.wire_fields is None:
+        raise LogitJudgeError(f"a {spec.name} question has no answer on the wire")
+    fields = spec.wire_fields(question, [_finite(p) for p in answer.probabilities])
+    return _WIRE_ANSWER.validate_python({"type": spec.name, **fields, "x_option_mass": _finite(answer.option_mass)})
+
+
+_WIRE_ANSWER: TypeAdapter[schemas.NoulAnswer | schemas.ChoiceAnswer | schemas.ScoreAnswer] = TypeAdapter(schemas.Answer)
 
 
 class _State(BaseModel):

@@ -39,8 +39,7 @@ from typing import Any
 import numpy as np
 
 from logitjudge.engine.heads import Head
-from logitjudge.engine.prompt import render_text
-from logitjudge.engine.types import EngineRequest, Question
+from logitjudge.engine.types import EngineRequest, Question, render_text
 from logitjudge.rubrics.api import to_item
 from logitjudge.rubrics.definitions import EvaluatorDef
 from logitjudge.rubrics.questions import chunk_state, head_question
@@ -352,8 +351,7 @@ def fit_head(
     Raises:
         ValueError: an option without training rows, or too few groups for ``folds``.
     """
-    from joblib import Parallel, delayed
-    from sklearn.model_selection import GroupKFold, GroupShuffleSplit
+    from sklearn.model_selection import GroupShuffleSplit
 
     question = examples[0].question
     options = [str(o.name) for o in question.options]
@@ -367,20 +365,7 @@ def fit_head(
     absent = [o for o in options if o not in set(y[train])]
     if absent:
         raise ValueError(f"no training row is labelled {absent}: every option needs examples")
-    choices = list(layer_choices or [f"L{x}" for x in features.layers] + (["all"] if len(features.layers) > 1 else []))
-    splits = list(GroupKFold(n_splits=folds).split(train, y[train], groups[train]))
-    jobs = [(choice, k) for choice in choices for k in range(len(splits))]
-    per_fold = Parallel(n_jobs=n_jobs)(
-        delayed(_fold_losses)(_columns(features, choice), y, train[tr], train[va], c_grid)
-        for choice, (tr, va) in ((choice, splits[k]) for choice, k in jobs)
-    )
-    cv: dict[str, float] = {}
-    for choice in choices:
-        losses = [fold for (ch, _), fold in zip(jobs, per_fold) if ch == choice]
-        for c in c_grid:
-            cv[f"{choice} C={c}"] = float(np.mean([fold[c] for fold in losses]))
-    best = min(cv, key=lambda k: cv[k])
-    choice, c = best.split(" C=")[0], float(best.split(" C=")[1])
+    choice, c, cv = _choose_by_cv(features, y, train, groups[train], folds, c_grid, layer_choices, n_jobs)
     X = _columns(features, choice)
     model = _model(c).fit(X[train], y[train])
     scaler, lr = model[0], model[1]
@@ -418,23 +403,77 @@ def fit_head(
         },
         meta=meta,
     )
-    held: dict[str, Any] = {}
-    if len(test):
-        probs = head.probabilities(torch.tensor(X[test])).numpy()
-        gold, grp = list(y[test]), list(groups[test])
-        held = classification_report(gold, probs, options, grp, seed=seed)
-        majority = max(options, key=lambda o: float(np.sum(y[train] == o)))
-        onehot = np.array([[1.0 if o == majority else 0.0 for o in options] for _ in test])
-        held["majority"] = classification_report(gold, onehot * 0.98 + 0.01 / len(options), options, grp, seed=seed)
-        held["zero_shot"] = classification_report(gold, features.label_probs[test], options, grp, seed=seed)
-        held["per_source"] = {}
-        for src in sorted({examples[i].source for i in test}):
-            sel = [k for k, i in enumerate(test) if examples[i].source == src]
-            held["per_source"][src] = classification_report(
-                [gold[k] for k in sel], probs[sel], options, [grp[k] for k in sel], seed=seed
-            )
+    held = _held_out(head, X, y, train, test, groups, examples, features, seed) if len(test) else {}
+    if held:
         meta["held_out"] = {k: held[k] for k in ("rows", "accuracy", "accuracy_interval", "macro_f1")}
     return FitResult(head, choice, c, cv, held)
+
+
+def _choose_by_cv(
+    features: Features,
+    y: np.ndarray,
+    train: np.ndarray,
+    groups: np.ndarray,
+    folds: int,
+    c_grid: Sequence[float],
+    layer_choices: Sequence[str] | None,
+    n_jobs: int,
+) -> tuple[str, float, dict[str, float]]:
+    """The layer choice and ``C`` with the least mean held-out log loss over grouped folds of
+    the training rows ``train`` (``groups``: their groups), one joblib job per choice and fold.
+
+    Returns:
+        ``(choice, C, {"<choice> C=<C>": mean log loss})``.
+    """
+    from joblib import Parallel, delayed
+    from sklearn.model_selection import GroupKFold
+
+    choices = list(layer_choices or [f"L{x}" for x in features.layers] + (["all"] if len(features.layers) > 1 else []))
+    splits = list(GroupKFold(n_splits=folds).split(train, y[train], groups))
+    jobs = [(choice, k) for choice in choices for k in range(len(splits))]
+    per_fold = Parallel(n_jobs=n_jobs)(
+        delayed(_fold_losses)(_columns(features, choice), y, train[tr], train[va], c_grid)
+        for choice, (tr, va) in ((choice, splits[k]) for choice, k in jobs)
+    )
+    cv: dict[str, float] = {}
+    for choice in choices:
+        losses = [fold for (ch, _), fold in zip(jobs, per_fold) if ch == choice]
+        for c in c_grid:
+            cv[f"{choice} C={c}"] = float(np.mean([fold[c] for fold in losses]))
+    best = min(cv, key=lambda k: cv[k])
+    return best.split(" C=")[0], float(best.split(" C=")[1]), cv
+
+
+def _held_out(
+    head: Head,
+    X: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    groups: np.ndarray,
+    examples: Sequence[Example],
+    features: Features,
+    seed: int,
+) -> dict[str, Any]:
+    """The head's report on the held-out rows ``test``, beside the training majority class and
+    the zero-shot label readout, overall and per source (:func:`classification_report`)."""
+    import torch
+
+    options = list(head.options)
+    probs = head.probabilities(torch.tensor(X[test])).numpy()
+    gold, grp = list(y[test]), list(groups[test])
+    held = classification_report(gold, probs, options, grp, seed=seed)
+    majority = max(options, key=lambda o: float(np.sum(y[train] == o)))
+    onehot = np.array([[1.0 if o == majority else 0.0 for o in options] for _ in test])
+    held["majority"] = classification_report(gold, onehot * 0.98 + 0.01 / len(options), options, grp, seed=seed)
+    held["zero_shot"] = classification_report(gold, features.label_probs[test], options, grp, seed=seed)
+    held["per_source"] = {}
+    for src in sorted({examples[i].source for i in test}):
+        sel = [k for k, i in enumerate(test) if examples[i].source == src]
+        held["per_source"][src] = classification_report(
+            [gold[k] for k in sel], probs[sel], options, [grp[k] for k in sel], seed=seed
+        )
+    return held
 
 
 def card(result: FitResult, *, timing: Mapping[str, Any] | None = None, data: Sequence[str] = ()) -> str:

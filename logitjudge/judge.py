@@ -140,8 +140,6 @@ class Judge:
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
             EngineDeadError: the self-check failed.
         """
-        from logitjudge.engine.loading import load_engine  # torch is imported only here
-
         config = (config or EngineConfig()).with_options(
             device=device,
             dtype=dtype,
@@ -156,19 +154,7 @@ class Judge:
             backend=backend,
             vllm=vllm,
         )
-        from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
-
-        # a file is read before the model loads (minutes for a large one), so a bad path fails fast
-        named = Calibration.load(calibration) if calibration not in (None, NONE, SHIPPED) else None
-        engine = load_engine(model, config)
-        chosen = shipped_for(engine.describe()) if calibration == SHIPPED else named
-        if chosen is not None:
-            engine.set_calibration(chosen)
-        from logitjudge.engine.heads import SHIPPED as SHIPPED_HEADS
-        from logitjudge.engine.heads import resolve_heads
-
-        if heads != SHIPPED_HEADS or config.backend == "transformers":
-            engine.set_heads(resolve_heads(heads, engine.describe()))
+        engine = _load_with_readouts(model, config, calibration, heads)
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:
@@ -311,3 +297,24 @@ class Judge:
             "default_rotations": self.default_rotations,
             "systemone_rotations": self.systemone_rotations,
         }
+
+
+def _load_with_readouts(
+    model: str | None, config: EngineConfig, calibration: str | Path | None, heads: str | Sequence[str | Path] | None
+) -> Backend:
+    """Load the engine, then set its calibration and trained heads (:meth:`Judge.load`'s
+    ``calibration`` and ``heads``). A calibration file is read before the model loads (minutes
+    for a large one), so a bad path fails fast."""
+    from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
+    from logitjudge.engine.heads import SHIPPED as SHIPPED_HEADS
+    from logitjudge.engine.heads import resolve_heads
+    from logitjudge.engine.loading import load_engine  # torch is imported only here
+
+    named = Calibration.load(calibration) if calibration not in (None, NONE, SHIPPED) else None
+    engine = load_engine(model, config)
+    chosen = shipped_for(engine.describe()) if calibration == SHIPPED else named
+    if chosen is not None:
+        engine.set_calibration(chosen)
+    if heads != SHIPPED_HEADS or config.backend == "transformers":
+        engine.set_heads(resolve_heads(heads, engine.describe()))
+    return engine

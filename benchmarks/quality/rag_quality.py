@@ -347,7 +347,8 @@ def markdown(record: Mapping[str, Any]) -> str:
         "",
         f"`{record['command']}`; {meta.get('date')}, commit {meta.get('git_sha', '?')}"
         f"{' (uncommitted changes)' if meta.get('git_dirty') else ''}, logitjudge {meta.get('logitjudge')}, "
-        f"torch {meta.get('torch')}, transformers {meta.get('transformers')}, {meta.get('device')} ({meta.get('device_name')}).",
+        f"torch {meta.get('torch')}, transformers {meta.get('transformers')}, {meta.get('device')} ({meta.get('device_name')}), "
+        f"precision {record.get('engine', {}).get('precision', record.get('engine', {}).get('dtype', '?'))}.",
         "Each cell: value [95% bootstrap interval over source items]; n = source items.",
         "",
         "| set | metric | " + " | ".join(f"v{v}" for v in record["versions"]) + " |",
@@ -394,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument(
+        "--dtype", default="auto", help="the engine's --dtype: auto, mixed, float32, bfloat16 (the header names it)"
+    )
     ap.add_argument("--tag", default="")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -422,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
 
     registry = default_registry()
 
-    judge = Judge.load(args.model, calibration="shipped")
+    judge = Judge.load(args.model, calibration="shipped", dtype=args.dtype)
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     record: dict[str, Any] = {
         "command": "python benchmarks/quality/rag_quality.py " + " ".join(argv if argv is not None else sys.argv[1:]),

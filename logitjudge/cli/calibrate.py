@@ -25,6 +25,7 @@ from typing import Any
 
 from logitjudge.cli.common import add_model_args, add_subcommand, complain, float_between, load_judge
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
+from logitjudge.engine.question_types import QUESTION_TYPES
 from logitjudge.errors import LogitJudgeError
 from logitjudge.rubrics.calibrate import fit_and_report, reliability_plot, split
 from logitjudge.rubrics.judgelike import JudgeLike
@@ -168,22 +169,33 @@ def print_report(report: Mapping[str, Any]) -> None:
         print(f"warning {key}: {why}")
 
 
-def run_calibrate(args: argparse.Namespace) -> int:
-    """The ``calibrate`` subcommand (see the module docstring)."""
+def _check_flags(args: argparse.Namespace) -> tuple[list[str] | None, str | None]:
+    """``(types, None)``: the ``--types`` asked for (``None``: all); ``(None, why)``: the flags
+    are refused (a calibration asked for, an unwritable output, a report not a PNG, an unknown
+    type, ``--types`` with ``--base``)."""
     if getattr(args, "calibration", None) not in (None, SHIPPED, NONE):
-        return _fail("--calibration makes no sense here: calibration is fitted on raw distributions")
+        return None, "--calibration makes no sense here: calibration is fitted on raw distributions"
     for flag, path in (("--out", args.out), ("--report", args.report)):
         if path is not None and (why := _writable(path, flag, list(args.labelled))):
-            return _fail(why)
+            return None, why
     if args.report is not None and Path(args.report).suffix.lower() != ".png":
-        return _fail(f"--report {args.report}: the reliability diagram is a PNG (name it .png)")
-    types = None
-    if args.types:
-        types = [t.strip() for t in args.types.split(",") if t.strip()]
-        if unknown := sorted(set(types) - {"noul", "choice", "score"}):
-            return _fail(f"--types: {', '.join(unknown)}: not a question type (noul, choice, score)")
-    if types and args.base is not None:
-        return _fail("--types and --base: with a base no engine bucket is fitted")
+        return None, f"--report {args.report}: the reliability diagram is a PNG (name it .png)"
+    if not args.types:
+        return None, None
+    types = [t.strip() for t in args.types.split(",") if t.strip()]
+    calibrated = [name for name, spec in QUESTION_TYPES.items() if spec.calibrated]
+    if unknown := sorted(set(types) - set(calibrated)):
+        return None, f"--types: {', '.join(unknown)}: not a question type ({', '.join(calibrated)})"
+    if args.base is not None:
+        return None, "--types and --base: with a base no engine bucket is fitted"
+    return types, None
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    """The ``calibrate`` subcommand (see the module docstring)."""
+    types, refused = _check_flags(args)
+    if refused:
+        return _fail(refused)
     rows: list[dict[str, Any]] = []
     engines: list[dict[str, Any]] = []
     pending: list[dict[str, Any]] = []
@@ -223,14 +235,11 @@ def run_calibrate(args: argparse.Namespace) -> int:
             rows += _run_data_rows(judge, pending, args.batch_size)
     if any(e.get(k) != fitted_for.get(k) for e in engines for k in ("fingerprint", "prompt_version", "dtype")):
         return _fail("the inputs come from different engines (fingerprint, prompt version or dtype differ)")
-    seen: set[str] = set()
-    unique = []
+    first: dict[str, dict[str, Any]] = {}
     for r in rows:  # the same item in two inputs counts once (first wins)
-        if str(r.get("id")) not in seen:
-            seen.add(str(r.get("id")))
-            unique.append(r)
+        first.setdefault(str(r.get("id")), r)
     try:
-        samples = samples_from_rows(unique)
+        samples = samples_from_rows(list(first.values()))
     except (AttributeError, TypeError, ValueError, KeyError) as exc:
         return _fail(f"malformed result rows ({type(exc).__name__}: {exc}); see logitjudge/rubrics/samples.py")
     if not samples:

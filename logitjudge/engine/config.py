@@ -51,14 +51,15 @@ PROMPT_VERSIONS = ("lj-prompt-1.1", "lj-prompt-2")
 
 SYSTEMONE_ROTATIONS = 8
 """Option-order rotations of a System One choice or score question when neither the request
-(``x_rotations``) nor the server (``--rotations``, ``Judge.load(default_rotations=...)``) says.
-The engine caps rotations at a question's option count, so a question of up to 8 options or
-levels is asked in every cyclic rotation of its order, as branches over the one state prefix, and
-the distributions are averaged. A choice's rotations are those of a canonical order (by
-description, then name; :func:`logitjudge.engine.prompt.display_order`), so its answer is the same
-for every order of the request's options, and for up to 8 options the label and position prior is
-averaged out (a longer menu gets 8 rotations). Chosen by ``benchmarks/studies/coherence.py`` (coherence, accuracy and
-tokens of rotations, a per-request prior correction and a letter-free readout, side by side;
+(``x_rotations``) nor the server (``--rotations``, ``Judge.load(default_rotations=...)``) says. The
+engine caps rotations at a question's option count, so a question of up to 8 options or levels is
+asked in every cyclic rotation of its order, as branches over the one state prefix, and the
+distributions are averaged. A choice's rotations are those of a canonical order (by description,
+then name; :meth:`~logitjudge.engine.question_types.QuestionTypeDef.display_order`), so its answer
+is the same for every order of the request's options, and for up to 8 options the label and
+position prior is averaged out (a longer menu gets 8 rotations). Chosen by
+``benchmarks/studies/coherence.py`` (coherence, accuracy and tokens of rotations, a per-request
+prior correction and a letter-free readout, side by side;
 ``benchmarks/results/coherence-smollm2-135m-instruct.md``). ``1`` restores the single order."""
 
 EVALUATOR_ROTATIONS = 1

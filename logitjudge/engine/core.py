@@ -36,20 +36,12 @@ from logitjudge.engine.heads import Head
 from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
 from logitjudge.engine.precision import MIXED, cpu_has_native_bf16, resolve_state_dtype
-from logitjudge.engine.prompt import QuestionPrompt, render_text
+from logitjudge.engine.prompt import QuestionPrompt
+from logitjudge.engine.question_types import question_type
 from logitjudge.engine.readout import Distribution, Readout, distributions
 from logitjudge.engine.runner import Runner
 from logitjudge.engine.state_cache import StateCache
-from logitjudge.engine.types import (
-    MAX_CHOICE_OPTIONS,
-    MAX_SCORE_LEVELS,
-    Answer,
-    EngineRequest,
-    EngineResult,
-    Option,
-    Question,
-    Usage,
-)
+from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Option, Question, Usage, render_text
 from logitjudge.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -333,12 +325,13 @@ class Engine:
             raise InvalidRequestError("state: must not be empty", field=("state",))
         if not request.questions:
             raise InvalidRequestError("questions: at least one question is required", field=("questions",))
-        for i, q in enumerate(request.questions):
-            _check_question(q, i)
+        specs = [question_type(q.type, i) for i, q in enumerate(request.questions)]
+        for i, (q, spec) in enumerate(zip(request.questions, specs)):
+            spec.check(q, i)
         prefix_ids = self.prompt.prefix_ids(request.state)
         prefix = tuple(prefix_ids)
         questions = []
-        for i, q in enumerate(request.questions):
+        for i, (q, spec) in enumerate(zip(request.questions, specs)):
             if q.head is not None:
                 self._check_head(q, i)
             views = self.prompt.views(q, request.state, prefix_ids)
@@ -347,7 +340,7 @@ class Engine:
                     q.type,
                     views,
                     len(q.options),
-                    q.calibrated,
+                    q.calibrated and spec.calibrated,
                     self.prompt.temperature(q.type),
                     head=q.head,
                     option_names=tuple(str(o.name) for o in q.options),
@@ -532,34 +525,7 @@ def _answer(qp: QuestionPlan, dist: Distribution, head: list[float] | None = Non
     probs = tuple(dist.probabilities)
     if head is not None:
         return Answer(qp.type, tuple(head), dist.option_mass, label_probabilities=probs)
-    if qp.type != "continuation":
+    if not question_type(qp.type).likelihood:
         return Answer(qp.type, probs, dist.option_mass)
     n = len(qp.views[0].labels[0])
     return Answer(qp.type, probs, dist.option_mass, log_likelihood=dist.log_mass, tokens=n)
-
-
-def _check_question(q: Question, i: int) -> None:
-    n = len(q.options)
-    where = ("questions", i, "criteria")
-    if q.type == "continuation":
-        if n != 1 or not isinstance(q.options[0].name, str) or not q.options[0].name.strip():
-            raise InvalidRequestError(
-                f"questions[{i}]: a continuation has exactly 1 option, the non-blank text to score", field=where
-            )
-        if q.rotations != 1:
-            raise InvalidRequestError(f"questions[{i}]: a continuation has no rotations", field=where)
-    elif q.type == "noul":
-        if n != 2:
-            raise InvalidRequestError(f"questions[{i}]: a noul has exactly 2 outcomes, got {n}", field=where)
-    elif q.type == "choice":
-        if not 2 <= n <= MAX_CHOICE_OPTIONS:
-            raise InvalidRequestError(
-                f"questions[{i}].criteria: a choice needs 2..{MAX_CHOICE_OPTIONS} options, got {n}", field=where
-            )
-    elif q.type == "score":
-        if not 2 <= n <= MAX_SCORE_LEVELS:
-            raise InvalidRequestError(
-                f"questions[{i}].criteria: a score needs 2..{MAX_SCORE_LEVELS} levels, got {n}", field=where
-            )
-    else:
-        raise InvalidRequestError(f"questions[{i}].type: unknown type {q.type!r}", field=("questions", i, "type"))

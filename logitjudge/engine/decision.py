@@ -50,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from logitjudge.engine.interop import DecisionCheckpoint, DecisionHead, read_checkpoint
-from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt, View, display_order, render_text
-from logitjudge.engine.types import Question, Text
+from logitjudge.engine.prompt import PromptBuilder, QuestionPrompt
+from logitjudge.engine.question_types import question_type
+from logitjudge.engine.types import Question, Text, View, render_text
 from logitjudge.errors import InvalidRequestError, UnsupportedModelError
 
 logger = logging.getLogger(__name__)
@@ -335,14 +336,16 @@ class DecisionPromptBuilder:
         Raises:
             InvalidRequestError: a continuation question, or more options than labels (or head slots).
         """
-        if question.type == "continuation":
+        spec = question_type(question.type)
+        if spec.likelihood:
             raise InvalidRequestError(
-                "continuation questions need the engine's own prompt; this model is served with its "
+                f"{spec.name} questions need the engine's own prompt; this model is served with its "
                 f"{DECISION_TEMPLATE_NAME}",
                 field=("questions",),
             )
         n = len(question.options)
-        rotations = max(1, min(question.rotations, n)) if question.type == "choice" and self.head is None else 1
+        # the template lists a score's levels in order (positions are levels): only a set rotates
+        rotations = spec.n_views(question) if spec.order_free and self.head is None else 1
         labels = self.settings.labels_for(question.type, n)
         if self.head is not None:  # the head's slot for each displayed option, read at the same position
             label_ids = tuple((slot,) for slot in self.head.rows(question.type, n))
@@ -351,11 +354,11 @@ class DecisionPromptBuilder:
             label_ids = tuple((self.label_id(lab),) for lab in labels)
         out = []
         for r in range(rotations):
-            if question.type == "noul":
-                order = tuple(0 if o == "true" else 1 for o in self.settings.noul_options)
+            if spec.option_names is not None:  # fixed options (noul) reach the template in its order
+                order = tuple(spec.option_names.index(o) for o in self.settings.noul_options)
                 names = list(self.settings.noul_options)
             else:
-                order = display_order(question, r)
+                order = spec.display_order(question, r)
                 names = [render_text(question.options[k].name) for k in order]
             descriptions = [question.options[k].description for k in order]
             q = self._question(question.type, question.instructions, names, labels, descriptions)

@@ -26,8 +26,7 @@ from functools import cached_property
 
 import torch
 
-from logitjudge.engine.prompt import View
-from logitjudge.engine.types import QuestionType
+from logitjudge.engine.types import QuestionType, View
 
 
 @dataclass(frozen=True)

@@ -37,19 +37,18 @@ are never token prefixes of each other, so summed log-probabilities compare fair
 from __future__ import annotations
 
 import itertools
-import json
-import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from logitjudge.engine.types import Question, Text
+from logitjudge.engine.question_types import question_type
+from logitjudge.engine.types import Label, Question, Text, View, render_text
 from logitjudge.errors import UnsupportedModelError
 
 PROMPT_VERSION = "lj-prompt-1.1"  # = EngineConfig.prompt_version (tests/engine/test_config.py)
 """The default template. 1.1: labels that would clash with the options' own text are swapped
-(see :func:`label_clash`). :data:`TEMPLATES` holds every selectable version."""
+(see :func:`~logitjudge.engine.question_types.label_clash`). :data:`TEMPLATES` holds every selectable version."""
 
 SYSTEM_TEXT = (
     "You are a careful, impartial judge. Read the state, then answer the question about it. "
@@ -99,59 +98,6 @@ TEMPLATES = {
 """Every selectable prompt version (``EngineConfig.prompt_version``, ``--prompt-version``)."""
 _PLACEHOLDER = "\u2063LJ-CONTENT\u2063"
 NOUL_LABELS = (("Yes", "No"), ("yes", "no"), ("A", "B"))
-DEFAULT_NOUL_INSTRUCTIONS = "Decide whether the statement below holds for the state."
-
-Label = tuple[int, ...]
-"""The token ids of one answer label, as the model would generate them after the prompt."""
-
-
-def render_text(text: Text | None) -> str:
-    """A Text as the model sees it: strings as they are, objects and arrays as canonical JSON."""
-    if text is None:
-        return ""
-    if isinstance(text, str):
-        return text
-    return json.dumps(text, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def display_order(question: Question, rotation: int = 0) -> tuple[int, ...]:
-    """The options' displayed order of one view: ``order[position] = option index``.
-
-    A choice asked in more than one rotation is first put in a canonical order (sorted by its
-    rendered description, then its name), and rotation ``r`` starts that order at its ``r``-th
-    option. The views then depend on the set of options, not on the order the request gave
-    them in: every ordering of a menu gets the same branches and so the same answer, for any
-    number of options (rotations average the position prior; the canonical order removes the
-    request's order). A choice asked once (``rotations = 1``), and every score (its levels are
-    ordered), keep the request's order, rotated by ``rotation``.
-
-    Returns:
-        A permutation of ``range(len(question.options))``, length n.
-    """
-    n = len(question.options)
-    base: Sequence[int] = range(n)
-    if question.type == "choice" and question.rotations > 1:
-        base = sorted(
-            range(n),
-            key=lambda k: (render_text(question.options[k].description), render_text(question.options[k].name)),
-        )
-    return tuple(base[(k + rotation) % n] for k in range(n))
-
-
-@dataclass(frozen=True)
-class View:
-    """One rendering of a question: its branch tokens and one label per displayed option.
-
-    Attributes:
-        branch: token ids of the question block and the chat tail (the state prefix excluded).
-        labels: per displayed option, the label's token ids.
-        option_index: per displayed option, the index of the request option it stands for
-            (identity unless the options are rotated for debiasing).
-    """
-
-    branch: tuple[int, ...]
-    labels: tuple[Label, ...]
-    option_index: tuple[int, ...]
 
 
 class QuestionPrompt(Protocol):
@@ -282,32 +228,6 @@ class PromptBuilder:
         """The shared state prefix: chat head + ``State:\\n{state}\\n``. Depends on the state only."""
         return self.head_ids + self.encode_user("State:\n" + render_text(state) + "\n")
 
-    def label_texts(self, question: Question) -> tuple[tuple[str, ...], tuple[Label, ...]]:
-        """The label strings shown in the prompt and their token ids, for each displayed position.
-
-        noul: the Yes/No words. score: digits ``0..n-1``, or letters ``A..`` when a level's own
-        text starts with a digit (levels "1".."10" are never shown as "0. 1"). choice: letters,
-        or fixed-width numbers when an option's own name reads like a letter label ("A", "B)")
-        or when the tokenizer has too few single-token letter labels. See :func:`label_clash`.
-        """
-        n = len(question.options)
-        if question.type == "noul":
-            yes, no = self.noul_labels
-            return (self.tokenizer.decode(list(yes)).strip(), self.tokenizer.decode(list(no)).strip()), (yes, no)
-        texts = [render_text(o.name if question.type == "choice" else o.description) for o in question.options]
-        if question.type == "score":
-            if not label_clash("digits", texts):
-                return tuple(str(i) for i in range(n)), self.score_labels[:n]
-            return self.choice_label_texts[:n], self.choice_labels[:n]
-        if n <= len(self.choice_labels) and not label_clash("letters", texts):
-            return self.choice_label_texts[:n], self.choice_labels[:n]
-        width = len(str(n))
-        labels_text = tuple(str(i + 1).zfill(width) for i in range(n))
-        labels = tuple(self.boundary_label(t) for t in labels_text)
-        if len(set(labels)) != n:
-            raise UnsupportedModelError(f"the tokenizer cannot give {n} distinct answer labels")
-        return labels_text, labels
-
     def continuation_label(self, text: str) -> Label:
         """Token ids of user ``text`` as the assistant's reply after the chat tail: the text
         encoded on its own (control-token strings split into plain tokens, like all user text).
@@ -324,93 +244,30 @@ class PromptBuilder:
             raise UnsupportedModelError("the chat template's answer boundary is unstable for this continuation")
         return ids
 
-    def view(self, question: Question, rotation: int = 0) -> View:
-        """Render one question (optionally with its options rotated by ``rotation`` places).
+    def branch(self, lines: Sequence[str]) -> tuple[int, ...]:
+        """A question block's branch: its lines as user text, then the chat tail."""
+        return (*self.encode_user("\n".join(lines)), *self.tail_ids)
 
-        For a choice the labels follow the displayed position; for a score the digit stays with
-        its level (the number is the level) and only the listing order rotates.
-        """
-        if question.type == "continuation":
-            # the instructions as the user turn, the text as the assistant's reply (teacher-forced)
-            branch = self.encode_user(render_text(question.instructions)) + self.tail_ids
-            return View(tuple(branch), (self.continuation_label(render_text(question.options[0].name)),), (0,))
-        n = len(question.options)
-        t = self.template
-        order = display_order(question, rotation)  # displayed position -> option index
-        texts, labels = self.label_texts(question)
-        lines = []
-        display_labels: tuple[Label, ...]
-        option_index: tuple[int, ...]
-        if question.type == "noul":
-            yes_t, no_t = texts
-            true, false = question.options[0].description, question.options[1].description
-            instr = render_text(question.instructions) or DEFAULT_NOUL_INSTRUCTIONS
-            lines.append(f"Question: {instr}")
-            if true is not None:
-                lines.append(f"Answer {yes_t} if: {render_text(true)}")
-            if false is not None:
-                lines.append(f"Answer {no_t} if: {render_text(false)}")
-            lines.append(t.noul_reply.format(yes=yes_t, no=no_t))
-            display_labels, option_index = labels, (0, 1)
-        elif question.type == "choice":
-            if question.instructions is not None:
-                lines.append(f"Question: {render_text(question.instructions)}")
-            else:
-                lines.append("Question: Which option fits the state best?")
-            if t.choice_header is not None:
-                lines.append(t.choice_header)
-            for pos, k in enumerate(order):
-                opt = question.options[k]
-                desc = "" if opt.description is None else f": {render_text(opt.description)}"
-                lines.append(f"{texts[pos]}. {opt.name}{desc}")
-            noun = "letter" if texts[0].isalpha() else "number"
-            lines.append(t.choice_reply.format(noun=noun))
-            display_labels, option_index = labels, order
-        else:
-            if question.instructions is not None:
-                lines.append(f"Question: {render_text(question.instructions)}")
-            else:
-                lines.append("Question: Which level fits the state best?")
-            if t.score_header is not None:
-                lines.append(t.score_header.format(lo=texts[0], hi=texts[n - 1]))
-            for k in order:
-                lines.append(f"{texts[k]}. {render_text(question.options[k].description)}")
-            noun = "letter" if texts[0].isalpha() else "number"
-            lines.append(t.score_reply.format(noun=noun, lo=texts[0], hi=texts[n - 1]))
-            display_labels, option_index = labels, tuple(range(n))
-        branch = self.encode_user("\n".join(lines)) + self.tail_ids
-        return View(tuple(branch), tuple(display_labels), tuple(option_index))
+    def view(self, question: Question, rotation: int = 0) -> View:
+        """Render one question (its options rotated by ``rotation`` places): the ``render``
+        function of its type's record (:mod:`logitjudge.engine.question_types`)."""
+        return question_type(question.type).render(self, question, rotation)
 
     def views(
         self, question: Question, state: Text | None = None, prefix: Sequence[int] | None = None
     ) -> tuple[View, ...]:
-        """The question's views: one, or ``question.rotations`` cyclic rotations (choice/score).
+        """The question's views: one per rotation its type asks for
+        (:meth:`~logitjudge.engine.question_types.QuestionTypeDef.n_views`).
 
         ``state`` and ``prefix`` are not read: this prompt's branches do not depend on the state
         (they are in the signature :class:`QuestionPrompt` gives every prompt builder)."""
-        k = 1 if question.type in ("noul", "continuation") else max(1, min(question.rotations, len(question.options)))
+        k = question_type(question.type).n_views(question)
         return tuple(self.view(question, r) for r in range(k))
 
     def temperature(self, kind: str) -> float:
         """1 for every question type: this prompt's label logits are read as they are (a
         calibration, if any, applies after the readout)."""
         return 1.0
-
-
-_LETTER_LABEL = re.compile(r"[A-Z]{1,2}(?:[.):\]]|$)")
-
-
-def label_clash(kind: str, texts: list[str]) -> bool:
-    """True when an option's own text could be read as one of the ``kind`` labels beside it.
-
-    ``"digits"`` (score labels 0..9) clash with any text that starts with a digit; ``"letters"``
-    (choice labels A..) with any text that is, or starts with, one or two capitals followed by
-    ``.``, ``)``, ``:`` or ``]`` (``"A"``, ``"B)"``, ``"AB"``). Numbers inside a text never clash.
-    """
-    stripped = [t.strip() for t in texts]
-    if kind == "digits":
-        return any(t[:1].isdigit() for t in stripped)
-    return any(_LETTER_LABEL.match(t) for t in stripped)
 
 
 def is_prefix_free(labels: tuple[Label, ...] | list[Label]) -> bool:

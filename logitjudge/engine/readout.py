@@ -165,7 +165,7 @@ class Readout:
         if self.calibration is not None:
             for r, p in enumerate(plans):
                 for q, qp in enumerate(p.questions):
-                    if not qp.calibrated or qp.type == "continuation":
+                    if not qp.calibrated:
                         continue
                     scaling = self.calibration.scaling_for(qp.type, qp.n_options)
                     if scaling is not None:

@@ -10,6 +10,7 @@ rendered as canonical JSON by ``engine.prompt``; strings go to the model as they
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal, Union
 
@@ -19,7 +20,22 @@ Text = Union[str, dict, list]
 QuestionType = Literal["noul", "choice", "score", "continuation"]
 """``noul``, ``choice`` and ``score`` are the API's question types. ``continuation`` is the
 engine's likelihood readout (not on the ``/v1/systemone`` wire; rubrics use it): the
-log-probability of a given text after the question, teacher-forced in the same pass."""
+log-probability of a given text after the question, teacher-forced in the same pass. What each
+type is (options, views, readout, wire fields): its record in
+:mod:`logitjudge.engine.question_types`."""
+
+Label = tuple[int, ...]
+"""The token ids of one answer label, as the model would generate them after the prompt."""
+
+
+def render_text(text: Text | None) -> str:
+    """A Text as the model sees it: strings as they are, objects and arrays as canonical JSON."""
+    if text is None:
+        return ""
+    if isinstance(text, str):
+        return text
+    return json.dumps(text, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
 
 MAX_CHOICE_OPTIONS = 255
 """Most options of a choice question (the API contract, spec A; the wire models and the engine's
@@ -70,6 +86,22 @@ class Question:
     rotations: int = 1
     calibrated: bool = True
     head: str | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    """One rendering of a question: its branch tokens and one label per displayed option.
+
+    Attributes:
+        branch: token ids of the question block and the chat tail (the state prefix excluded).
+        labels: per displayed option, the label's token ids.
+        option_index: per displayed option, the index of the request option it stands for
+            (identity unless the options are rotated for debiasing).
+    """
+
+    branch: tuple[int, ...]
+    labels: tuple[Label, ...]
+    option_index: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,7 @@ import pysbd
 
 from logitjudge.contract.evaluate import Item
 from logitjudge.convert import question_to_engine
-from logitjudge.engine.prompt import render_text
-from logitjudge.engine.types import Option, Question
+from logitjudge.engine.types import Option, Question, render_text
 from logitjudge.rubrics.entities import EntityCheck, check_entities
 from logitjudge.rubrics.items import parse_typed_question
 

@@ -87,15 +87,15 @@ def test_the_default_choice_answer_is_the_same_under_every_order_of_its_options(
 
 
 def test_options_with_descriptions_are_ordered_by_description():
-    from logitjudge.engine.prompt import display_order
+    from logitjudge.engine.question_types import CHOICE, SCORE
 
     q = Question("choice", "Pick.", (Option("b", "zebra"), Option("a", "yak"), Option("c", None)), rotations=3)
-    assert display_order(q, 0) == (2, 1, 0)  # "" < "yak" < "zebra"
-    assert display_order(q, 1) == (1, 0, 2)
+    assert CHOICE.display_order(q, 0) == (2, 1, 0)  # "" < "yak" < "zebra"
+    assert CHOICE.display_order(q, 1) == (1, 0, 2)
     single = Question(q.type, q.instructions, q.options, rotations=1)
-    assert display_order(single, 0) == (0, 1, 2)  # asked once: the request's order
+    assert CHOICE.display_order(single, 0) == (0, 1, 2)  # asked once: the request's order
     levels = Question("score", "Rate.", (Option("0", "z"), Option("1", "a")), rotations=2)
-    assert display_order(levels, 0) == (0, 1)  # levels are ordered: never sorted
+    assert SCORE.display_order(levels, 0) == (0, 1)  # levels are ordered: never sorted
 
 
 @pytest.mark.parametrize(("n", "where"), [(3, 0), (3, 2), (5, 4), (7, 3)])

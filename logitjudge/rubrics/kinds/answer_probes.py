@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult, Item
 from logitjudge.engine import answers as answer_fields
 from logitjudge.engine.answers import decisiveness
-from logitjudge.engine.prompt import render_text
+from logitjudge.engine.types import render_text
 from logitjudge.rubrics.kinds.base import Answers, ScoringKind, check_classes
 from logitjudge.rubrics.questions import (
     ANSWER_GROUP,

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from logitjudge.contract.evaluate import EvaluatorResult, Item
 from logitjudge.engine.answers import decisiveness
-from logitjudge.engine.prompt import render_text
-from logitjudge.engine.types import Option, Question
+from logitjudge.engine.types import Option, Question, render_text
 from logitjudge.rubrics.kinds.base import Answers, ScoringKind
 from logitjudge.rubrics.questions import (
     LIKELIHOOD,
