@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from logitjudge.engine.types import EngineRequest, Question, render_text
 from logitjudge.rubrics.api import to_item
 from logitjudge.rubrics.definitions import EvaluatorDef
 from logitjudge.rubrics.questions import chunk_state, head_question
+
+if TYPE_CHECKING:
+    from logitjudge.engine.core import Engine
 
 DEFAULT_C_GRID = (0.003, 0.01, 0.03, 0.1)
 """Inverse L2 strengths tried by cross-validation (on standardised features of ~1.5k dims)."""
@@ -183,7 +186,7 @@ class Features:
 
 
 def extract(
-    engine: Any,
+    engine: Engine,
     examples: Sequence[Example],
     *,
     layers: Sequence[int],

@@ -46,8 +46,10 @@ sys.path.append(str(ROOT / "benchmarks"))  # the result helper
 from _results import run_metadata  # noqa: E402
 
 from logitjudge.engine.core import Engine, tolerance_for  # noqa: E402
-from logitjudge.engine.model import LoadedModel, convert_gguf, locate_default_gguf  # noqa: E402
+from logitjudge.engine.model import LoadedModel, convert_gguf  # noqa: E402
+from logitjudge.engine.packaged import locate_packaged_gguf  # noqa: E402
 from logitjudge.engine.types import EngineRequest, Option, Question  # noqa: E402
+from logitjudge.settings import EMBEDDED_MODEL  # noqa: E402
 
 # Inline configs of real architectures (shapes from their published config.json files).
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -362,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(convert_gguf(locate_default_gguf())))
+    tokenizer = AutoTokenizer.from_pretrained(str(convert_gguf(locate_packaged_gguf(EMBEDDED_MODEL)[0])))
     parity_rows = [] if args.skip_parity else parity(tokenizer, device, args.attn)
     for r in parity_rows:
         print(

@@ -22,6 +22,7 @@ from logitjudge.engine.config import (
     ATTN_CHOICES,
     BACKENDS,
     DISTRIBUTED_EXECUTORS,
+    DTYPE_CHOICES,
     PROMPT_VERSIONS,
     STRATEGIES,
     SYSTEMONE_ROTATIONS,
@@ -110,7 +111,7 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     # The engine's and vLLM's flags: default and help from the config fields (cli.config_args).
     add_config_argument(p, EngineConfig, "device")
-    add_config_argument(p, EngineConfig, "dtype")
+    add_config_argument(p, EngineConfig, "dtype", choices=DTYPE_CHOICES)
     add_config_argument(p, EngineConfig, "strategy", choices=("auto", *STRATEGIES))
     p.add_argument(
         "--calibration",

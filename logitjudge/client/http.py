@@ -210,11 +210,12 @@ class ServerClient:
                 if status >= 300:
                     raise self._refused(response, call)
                 return response
-            self._lost(call, reason, attempt, attempts, retry=retry)
+            self._lost(call, reason, attempt, attempts, retry=retry, rows_kept=path == EVALUATE_PATH)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
-    def _lost(self, call: str, reason: str, attempt: int, attempts: int, *, retry: bool) -> None:
-        """A transport error (nothing answered): raise, or wait before trying again."""
+    def _lost(self, call: str, reason: str, attempt: int, attempts: int, *, retry: bool, rows_kept: bool) -> None:
+        """A transport error (nothing answered): raise, or wait before trying again (``rows_kept``:
+        an evaluate batch, whose earlier rows are written; the message says so)."""
         if not retry:
             raise ServerUnreachableError(
                 f"cannot reach the server at {self.url}: {reason}. Is `logitjudge serve` running there? "
@@ -222,7 +223,8 @@ class ServerClient:
             )
         if attempt == attempts - 1:
             raise ServerUnreachableError(
-                f"lost the server at {self.url}: {reason}, {attempts} attempts; the rows written so far are kept"
+                f"lost the server at {self.url}: {reason}, {attempts} attempts"
+                + ("; the rows written so far are kept" if rows_kept else "")
             )
         self._reconnected = True
         self.backoff(attempt, f"{call}: {reason}")

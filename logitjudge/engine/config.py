@@ -35,6 +35,7 @@ __all__ = [
     "VllmConfig",
     "STRATEGIES",
     "ATTN_CHOICES",
+    "DTYPE_CHOICES",
     "BACKENDS",
     "SYSTEMONE_ROTATIONS",
     "EVALUATOR_ROTATIONS",
@@ -44,6 +45,9 @@ STRATEGIES = ("packed", "prefix_packed", "prefix_rows", "separate")
 """The runner's strategies (``logitjudge.engine.runner``); ``auto`` picks one per model."""
 
 ATTN_CHOICES = ("auto", "eager", "sdpa", "flex_attention")
+DTYPE_CHOICES = ("auto", "mixed", "float32", "bfloat16", "float16")
+"""The ``dtype`` values (``fp32``, ``bf16`` and ``fp16`` are accepted as aliases)."""
+_DTYPE_ALIASES = ("fp32", "bf16", "fp16")
 """Attention implementations the engine can run (``logitjudge.engine.attention.resolve_attn``)."""
 
 PROMPT_VERSIONS = ("lj-prompt-1.1", "lj-prompt-2")
@@ -221,6 +225,20 @@ class EngineConfig:
             )
         if self.attn not in ATTN_CHOICES:
             raise ConfigurationError(f"unknown attention {self.attn!r}; one of {ATTN_CHOICES}", field=("attn",))
+        if self.dtype not in DTYPE_CHOICES + _DTYPE_ALIASES:
+            raise ConfigurationError(
+                f"unknown dtype {self.dtype!r}: use auto, mixed, float32, bfloat16 or float16", field=("dtype",)
+            )
+        if self.dtype == "mixed" and self.backend != "transformers":
+            raise ConfigurationError(
+                "dtype mixed runs on the transformers backend; vLLM serves auto, float32 or bfloat16", field=("dtype",)
+            )
+        if self.dtype == "mixed" and self.strategy == "packed":
+            raise ConfigurationError(
+                "dtype mixed runs the state in its own forward; strategy packed runs it with the questions: "
+                "use auto, prefix_packed, prefix_rows or separate",
+                field=("dtype",),
+            )
         if self.backend not in BACKENDS:
             raise ConfigurationError(f"unknown backend {self.backend!r}; one of {BACKENDS}", field=("backend",))
         for name in ("max_state_tokens", "max_request_tokens", "max_row_tokens", "dense_mask_max_tokens"):

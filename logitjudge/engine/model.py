@@ -371,11 +371,6 @@ def resolve_model(spec: str | None) -> tuple[Path, str]:
     )
 
 
-def locate_default_gguf() -> Path:
-    """Deprecated: ``locate_packaged_gguf(EMBEDDED_MODEL)[0]``; used by ``benchmarks/checks/gpu_check.py``."""
-    return locate_packaged_gguf(EMBEDDED_MODEL)[0]
-
-
 def load_model(spec: str | None, *, device: str = EngineConfig.device, dtype: str = EngineConfig.dtype) -> LoadedModel:
     """Load a causal LM for judging.
 

@@ -43,12 +43,12 @@ from logitjudge.engine.model import (
     resolve_model,
 )
 from logitjudge.engine.pack import LabelTerm, RequestPlan
-from logitjudge.engine.precision import MIXED, cpu_has_native_bf16
+from logitjudge.engine.precision import cpu_has_native_bf16
 from logitjudge.engine.prompt import QuestionPrompt
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.types import EngineRequest
 from logitjudge.engine.vllm_backend import VllmBackend
-from logitjudge.errors import ConfigurationError, EngineDeadError, UnsupportedModelError
+from logitjudge.errors import EngineDeadError, UnsupportedModelError
 
 __all__ = ["VllmEngine", "files_fingerprint"]
 
@@ -146,11 +146,6 @@ class VllmEngine(Engine):
         # refused here, before vLLM starts (vLLM scores label tokens: a decision head has no place there)
         prompt = question_prompt(str(path), tokenizer, config.prompt_version, decision_heads=False)
         device = resolve_device(config.device)
-        if config.dtype == MIXED:
-            raise ConfigurationError(
-                "dtype mixed runs on the transformers backend; vLLM serves auto, float32 or bfloat16",
-                field=("dtype",),
-            )
         dtype = resolve_dtype(config.dtype, device)
         context = int(getattr(hf_config, "max_position_embeddings", None) or config.max_state_tokens + 1)
         max_model_len = config.vllm.max_model_len or min(context, config.max_state_tokens + 1)

@@ -175,3 +175,15 @@ def test_ask_answers_as_the_servers_judge(server):
         with pytest.raises(ServerRefusedError, match=r"\(422\)") as invalid:
             client.ask({**BODY, "questions": {}})
         assert invalid.value.field[:1] == ("questions",)
+
+
+def test_ask_losing_the_server_says_so_without_the_evaluate_rows_wording():
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    sleeps: list[float] = []
+    client = ServerClient("http://lj.test", retries=1, transport=httpx.MockTransport(refuse), sleep=sleeps.append)
+    lost_it = r"lost the server at http://lj.test: .*2 attempts"
+    with client, pytest.raises(ServerUnreachableError, match=lost_it) as lost:
+        client.ask(BODY)
+    assert "rows" not in lost.value.message and len(sleeps) == 1

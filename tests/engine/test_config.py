@@ -189,7 +189,7 @@ def test_engine_defaults_are_written_only_in_the_configs():
 
 def test_max_choice_options_is_defined_once():
     from logitjudge.contract import systemone as schemas
-    from logitjudge.engine import core, types
+    from logitjudge.engine import question_types, types
 
     definitions = [
         f"{path.relative_to(PACKAGE)}: {m.group(0)}"
@@ -197,7 +197,8 @@ def test_max_choice_options_is_defined_once():
         for m in re.finditer(r"^(MAX_CHOICE_OPTIONS|MAX_SCORE_LEVELS)\s*=.*$", path.read_text(encoding="utf-8"), re.M)
     ]
     assert definitions == ["engine/types.py: MAX_CHOICE_OPTIONS = 255", "engine/types.py: MAX_SCORE_LEVELS = 10"]
-    assert schemas.MAX_CHOICE_OPTIONS is core.MAX_CHOICE_OPTIONS is types.MAX_CHOICE_OPTIONS
+    assert schemas.MAX_CHOICE_OPTIONS == question_types.CHOICE.max_options == types.MAX_CHOICE_OPTIONS
+    assert schemas.MAX_SCORE_LEVELS == question_types.SCORE.max_options == types.MAX_SCORE_LEVELS
 
 
 # -- strict configs ------------------------------------------------------------------------------
@@ -209,6 +210,7 @@ def test_configs_refuse_what_they_cannot_run():
         ("attn",): "unknown attention 'flash'",
         ("backend",): "unknown backend 'llamacpp'",
         ("prompt_version",): "unknown prompt version 'lj-prompt-9'",
+        ("dtype",): "unknown dtype 'half'",
     }
     for field, message in refused.items():
         with pytest.raises(ConfigurationError, match=message) as raised:
@@ -216,6 +218,12 @@ def test_configs_refuse_what_they_cannot_run():
         # the operator's configuration, not a request's: the server's table does not answer it 4xx
         assert raised.value.field == field and not isinstance(raised.value, RequestError)
         assert raised.value.error_type == "configuration_error"
+    # mixed precision where it cannot run: refused with the configuration, before any weights load
+    for options, message in (({"strategy": "packed"}, "strategy packed"), ({"backend": "vllm"}, "vLLM serves")):
+        with pytest.raises(ConfigurationError, match=message) as raised:
+            EngineConfig(dtype="mixed", **options)
+        assert raised.value.field == ("dtype",)
+    assert EngineConfig(dtype="bf16").dtype == "bf16"  # the short names stay accepted
     with pytest.raises(ConfigurationError, match="unknown vLLM executor 'slurm'") as raised:
         VllmConfig(distributed_executor_backend="slurm")
     assert raised.value.field == ("vllm", "distributed_executor_backend")
