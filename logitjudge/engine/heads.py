@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from logitjudge.engine.formulas import softmax
+from logitjudge.engine.question_types import QUESTION_TYPES
 from logitjudge.errors import HeadMismatchError
 
 HEAD_WEIGHTS = "head.safetensors"
@@ -78,6 +79,12 @@ class Head:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        spec = QUESTION_TYPES.get(self.question_type)
+        if spec is None or spec.likelihood:
+            readable = [n for n, t in QUESTION_TYPES.items() if not t.likelihood]
+            raise ValueError(
+                f"a head reads a question over options ({', '.join(readable)}): not {self.question_type!r}"
+            )
         if not self.weights:
             raise ValueError("a head needs at least its proj layer")
         if self.weights[-1][0].shape[0] != len(self.options):

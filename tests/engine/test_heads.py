@@ -171,6 +171,9 @@ def test_questions_naming_a_missing_or_unfit_head_are_refused(tiny_llama):
             engine.plan(EngineRequest(STATE, (rotated,)))
     finally:
         engine.set_heads(None)
+    # a head gives a distribution over options: a likelihood readout (continuation) has none
+    with pytest.raises(ValueError, match="a head reads a question over options .*: not 'continuation'"):
+        random_head(tiny_llama, "text", "continuation", ("the text",), (1,))
 
 
 @pytest.mark.parametrize("engine_name", ["default_engine_fp32", "default_engine_mixed"])
