@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from logitjudge.contract import systemone as schemas
-from logitjudge.engine.question_types import question_type
+from logitjudge.engine.question_types import QUESTION_TYPES, question_type
 from logitjudge.engine.types import Answer, EngineRequest, Option, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 
@@ -44,9 +44,11 @@ def question_to_engine(q: schemas.NoulQuestion | schemas.ChoiceQuestion | schema
 
 
 def with_rotations(question: Question, rotations: int) -> Question:
-    """``question`` answered with ``rotations`` option-order rotations (choice and score only; a
-    question read by a trained head keeps its one order: the head reads states, not labels)."""
-    if not question_type(question.type).rotates or question.rotations == rotations or question.head is not None:
+    """``question`` answered with ``rotations`` option-order rotations (the types whose record
+    rotates: choice and score; a noul or continuation keeps 1, and a question read by a trained
+    head keeps its one order: the head reads states, not labels)."""
+    spec = QUESTION_TYPES.get(question.type)  # an unknown type is the engine's to refuse
+    if spec is None or not spec.rotates or question.rotations == rotations or question.head is not None:
         return question
     return dataclasses.replace(question, rotations=rotations)
 

@@ -185,6 +185,12 @@ class Features:
     seconds: float = 0.0
 
 
+def default_layers(n: int) -> list[int]:
+    """The layers ``logitjudge fit`` taps by default on an ``n``-layer model: N/2, 5N/7, 6N/7 and
+    N (1-based; the polarity of a support question shows in the late layers)."""
+    return sorted({max(1, n // 2), max(1, round(5 * n / 7)), max(1, round(6 * n / 7)), n})
+
+
 def extract(
     engine: Engine,
     examples: Sequence[Example],
@@ -292,10 +298,12 @@ def classification_report(
     gold: Sequence[str], probs: np.ndarray, options: Sequence[str], groups: Sequence[str], *, seed: int = 0
 ) -> dict[str, Any]:
     """Accuracy (with a 95% cluster-bootstrap interval over ``groups``), macro-F1, log loss,
-    per-option F1 and the gold and predicted shares of ``probs`` (N, C in ``options`` order)."""
+    per-option F1 and the gold and predicted shares of ``probs`` (N, C in ``options`` order); for
+    two options also the AUROC of the first option's probability (a noul: P(true)) with its
+    interval (``auroc``, ``auroc_interval``; ``None`` when the rows hold one class)."""
     from sklearn.metrics import accuracy_score, f1_score, log_loss
 
-    from logitjudge.rubrics.samples import bootstrap_interval
+    from logitjudge.rubrics.samples import auroc, bootstrap_interval
 
     probs = np.clip(np.asarray(probs, dtype=np.float64), 1e-9, 1.0)
     probs = probs / probs.sum(1, keepdims=True)
@@ -303,6 +311,12 @@ def classification_report(
     hit = np.array([p == g for p, g in zip(pred, gold)], dtype=float)
     found = bootstrap_interval(lambda i: float(hit[i].mean()), list(groups), seed=seed)
     interval = (found["lo"], found["hi"]) if found else None
+    ranking: dict[str, Any] = {}
+    if len(options) == 2:
+        first = np.array([g == options[0] for g in gold])
+        area = auroc(first, probs[:, 0])
+        found = bootstrap_interval(lambda i: auroc(first[i], probs[i, 0]), list(groups), seed=seed)
+        ranking = {"auroc": area, "auroc_interval": [found["lo"], found["hi"]] if found and area is not None else None}
     return {
         "rows": len(gold),
         "accuracy": float(accuracy_score(gold, pred)),
@@ -313,6 +327,7 @@ def classification_report(
         "log_loss": float(log_loss(gold, probs[:, np.argsort(list(options))], labels=sorted(options))),
         "gold_share": {o: float(np.mean([g == o for g in gold])) for o in options},
         "predicted_share": {o: float(np.mean([p == o for p in pred])) for o in options},
+        **ranking,
     }
 
 
@@ -328,6 +343,8 @@ class FitResult:
     held_out: dict[str, Any] = field(default_factory=dict)
     """:func:`classification_report` of the head on the held-out rows, with ``majority`` and
     ``zero_shot`` (the label readout's) reports beside it, and ``per_source``."""
+    held_out_index: tuple[int, ...] = ()
+    """The held-out examples' indices in the examples given (to compare other readouts on them)."""
 
 
 def fit_head(
@@ -409,7 +426,7 @@ def fit_head(
     held = _held_out(head, X, y, train, test, groups, examples, features, seed) if len(test) else {}
     if held:
         meta["held_out"] = {k: held[k] for k in ("rows", "accuracy", "accuracy_interval", "macro_f1")}
-    return FitResult(head, choice, c, cv, held)
+    return FitResult(head, choice, c, cv, held, tuple(int(i) for i in test))
 
 
 def _choose_by_cv(
@@ -507,27 +524,36 @@ def card(result: FitResult, *, timing: Mapping[str, Any] | None = None, data: Se
             f"total {timing.get('total_s')} s"
         )
     if held:
+        ranked = int("auroc" in held)  # two options: the AUROC of the first option's probability
         lines += [
             "",
             f"## Held out ({held['rows']} examples, groups never seen by the fit)",
             "",
-            "| readout | accuracy [95% CI] | macro-F1 | log loss | predicted share |",
-            "|---|---|---|---|---|",
+            "| readout | accuracy [95% CI] | macro-F1 | log loss | predicted share |" + (" AUROC [95% CI] |" * ranked),
+            "|---|---|---|---|---|" + "---|" * ranked,
         ]
         for name, rep in (("this head", held), ("zero-shot labels", held["zero_shot"]), ("majority", held["majority"])):
-            ci = rep.get("accuracy_interval")
-            ci_text = f" [{pct(ci[0])}, {pct(ci[1])}]" if ci else ""
             share = ", ".join(f"{o} {pct(v)}" for o, v in rep["predicted_share"].items())
-            lines.append(
-                f"| {name} | {pct(rep['accuracy'])}{ci_text} | {rep['macro_f1']:.3f} | "
+            line = (
+                f"| {name} | {pct(rep['accuracy'])}{_ci(rep.get('accuracy_interval'), pct)} | {rep['macro_f1']:.3f} | "
                 f"{rep['log_loss']:.3f} | {share} |"
             )
+            if ranked:
+                area = rep.get("auroc")
+                line += (
+                    f" {'-' if area is None else f'{area:.3f}'}{_ci(rep.get('auroc_interval'), lambda x: f'{x:.3f}')} |"
+                )
+            lines.append(line)
         lines.append("")
         lines.append("gold share: " + ", ".join(f"{o} {pct(v)}" for o, v in held["gold_share"].items()))
         lines += ["", "| source | rows | accuracy | macro-F1 |", "|---|---|---|---|"]
         for src, rep in held.get("per_source", {}).items():
             lines.append(f"| {src} | {rep['rows']} | {pct(rep['accuracy'])} | {rep['macro_f1']:.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def _ci(interval: Sequence[float] | None, fmt: Callable[[float], str]) -> str:
+    return f" [{fmt(interval[0])}, {fmt(interval[1])}]" if interval else ""
 
 
 def write_head(

@@ -60,14 +60,10 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _default_layers(n: int) -> list[int]:
-    return sorted({max(1, n // 2), max(1, round(5 * n / 7)), max(1, round(6 * n / 7)), n})
-
-
 def cmd_fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from logitjudge.fit import extract, fit_head, head_examples, write_head
+    from logitjudge.fit import default_layers, extract, fit_head, head_examples, write_head
     from logitjudge.rubrics.dataio import DataError, read_rows
     from logitjudge.rubrics.registry import default_registry
     from logitjudge.rubrics.samples import stratified_sample
@@ -92,7 +88,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     try:
         judge = load_judge(args)
         engine = judge.engine
-        layers = [int(x) for x in args.layers.split(",")] if args.layers else _default_layers(engine.runner.n_layers)
+        layers = [int(x) for x in args.layers.split(",")] if args.layers else default_layers(engine.runner.n_layers)
         cache = Path(args.cache) if args.cache else Path(args.out) / ".features"
         with tqdm(total=len(examples), desc="features", unit="ex", file=sys.stderr) as bar:
             features = extract(

@@ -325,9 +325,10 @@ class Engine:
             raise InvalidRequestError("state: must not be empty", field=("state",))
         if not request.questions:
             raise InvalidRequestError("questions: at least one question is required", field=("questions",))
-        specs = [question_type(q.type, i) for i, q in enumerate(request.questions)]
-        for i, (q, spec) in enumerate(zip(request.questions, specs)):
-            spec.check(q, i)
+        specs = []
+        for i, q in enumerate(request.questions):  # the first bad question is the one reported
+            specs.append(question_type(q.type, i))
+            specs[-1].check(q, i)
         prefix_ids = self.prompt.prefix_ids(request.state)
         prefix = tuple(prefix_ids)
         questions = []

@@ -93,7 +93,13 @@ class DecisionSettings:
         Raises:
             InvalidRequestError: the settings have fewer than ``n`` labels for ``kind``.
         """
-        labels = self.labels.get(kind) or DEFAULT_LABELS[kind]
+        labels = self.labels.get(kind) or DEFAULT_LABELS.get(kind)
+        if not labels:
+            raise InvalidRequestError(
+                f"this model's {DECISION_TEMPLATE_NAME} has no labels for a {kind} question "
+                f"(labels.{kind} in its {DECISION_CONFIG_NAME})",
+                field=("questions",),
+            )
         if len(labels) < n:
             raise InvalidRequestError(
                 f"this model reads at most {len(labels)} options for a {kind} question, got {n} "
@@ -354,8 +360,8 @@ class DecisionPromptBuilder:
             label_ids = tuple((self.label_id(lab),) for lab in labels)
         out = []
         for r in range(rotations):
-            if spec.option_names is not None:  # fixed options (noul) reach the template in its order
-                order = tuple(spec.option_names.index(o) for o in self.settings.noul_options)
+            if spec.name == "noul":  # true and false reach the template in its settings' order
+                order = tuple(0 if o == "true" else 1 for o in self.settings.noul_options)
                 names = list(self.settings.noul_options)
             else:
                 order = spec.display_order(question, r)

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from logitjudge.engine.config import SchedulerConfig
-from logitjudge.engine.question_types import question_type
+from logitjudge.engine.question_types import QUESTION_TYPES
 from logitjudge.engine.types import EngineRequest, EngineResult, Text
 from logitjudge.errors import EngineError, LogitJudgeError, OverloadedError
 
@@ -90,7 +90,8 @@ def estimate_tokens(request: EngineRequest) -> int:
     for q in request.questions:
         stem = _QUESTION_OVERHEAD_CHARS + _text_chars(q.instructions)
         options = sum(_OPTION_OVERHEAD_CHARS + len(opt.name) + _text_chars(opt.description) for opt in q.options)
-        views = question_type(q.type).n_views(q)
+        spec = QUESTION_TYPES.get(q.type)  # an unknown type is the engine's to refuse, with its index
+        views = spec.n_views(q) if spec is not None else 1
         # a rotated question's views share their stem (the question line, run once: the packer's
         # QuestionPlan.stem); each view lists the options in its own order
         chars += stem + options * views

@@ -5,7 +5,7 @@ and returns an :class:`EngineResult` (one :class:`Answer` per question, same ord
 Nothing here knows HTTP or pydantic; ``logitjudge.judge`` converts the wire format to these.
 
 ``Text`` is what the API calls Text: a JSON string, object or array. Objects and arrays are
-rendered as canonical JSON by ``engine.prompt``; strings go to the model as they are.
+rendered as canonical JSON by :func:`render_text`; strings go to the model as they are.
 """
 
 from __future__ import annotations

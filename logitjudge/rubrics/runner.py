@@ -30,6 +30,7 @@ from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, I
 from logitjudge.contract.systemone import MODEL_ALIASES
 from logitjudge.convert import check_state, with_rotations
 from logitjudge.engine.calibration import evaluator_key
+from logitjudge.engine.question_types import question_type
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
@@ -413,7 +414,7 @@ def finish_plan(
             results[defn.name] = errored(defn, f"could not score the answers: {exc!r}")
             continue
         answered = [*own.values(), *(baseline or {}).values()]
-        mass = lowest_option_mass([a for a in answered if a.question.type != "continuation"])
+        mass = lowest_option_mass([a for a in answered if not question_type(a.question.type).likelihood])
         extra: dict[str, Any] = {} if mass is None else {"x_option_mass": mass}
         said = [plan.notes.get(defn.name), (warnings or {}).get(evaluator_key(defn.name, defn.version))]
         warning = " ".join(w for w in said if w) or None

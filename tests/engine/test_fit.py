@@ -125,3 +125,19 @@ def test_a_head_on_your_own_labels_reads_a_one_question_evaluator(tiny_llama, tm
         assert res.score == pytest.approx(want, abs=1e-5)
     finally:
         engine.set_heads(None)
+
+
+def test_the_report_ranks_two_option_heads_by_auroc():
+    from sklearn.metrics import roc_auc_score
+
+    from logitjudge.fit import classification_report
+
+    rng = np.random.default_rng(0)
+    gold = ["true" if k % 3 else "false" for k in range(60)]
+    p_true = np.clip(np.array([0.7 if g == "true" else 0.4 for g in gold]) + rng.normal(0, 0.2, 60), 0.01, 0.99)
+    rep = classification_report(gold, np.stack([p_true, 1 - p_true], 1), ["true", "false"], [str(k) for k in range(60)])
+    assert rep["auroc"] == pytest.approx(roc_auc_score([g == "true" for g in gold], p_true))
+    lo, hi = rep["auroc_interval"]
+    assert lo < rep["auroc"] < hi
+    three = classification_report(["a", "b", "c"], np.eye(3), ["a", "b", "c"], ["1", "2", "3"])
+    assert "auroc" not in three  # three options: no single ranking

@@ -87,3 +87,26 @@ def test_the_worked_example_checks_its_options(truth, tiny_llama):
     with pytest.raises(InvalidRequestError, match=r"questions\[0\]: a truth has exactly 2 outcomes, got 3") as err:
         tiny_llama.plan(EngineRequest(STATE, (bad,)))
     assert err.value.field == ("questions", 0, "criteria")
+
+
+def test_rotations_reach_only_the_types_that_rotate():
+    """An evaluator run with rotations (`--rotations 4`) gives them to its choice and score
+    questions only: a continuation (chunk_relevance's likelihood readout) refuses rotations, so
+    handing them to it failed every such item."""
+    from logitjudge.convert import with_rotations
+
+    text = Question("continuation", "Say it.", (Option("the text"),))
+    noul = Question("noul", "Yes?", (Option("true"), Option("false")))
+    pick = Question("choice", "Which?", (Option("a"), Option("b")))
+    assert with_rotations(text, 4).rotations == 1 and with_rotations(noul, 4).rotations == 1
+    assert with_rotations(pick, 4).rotations == 4
+    QUESTION_TYPES["continuation"].check(with_rotations(text, 4), 0)  # accepted as the engine gets it
+
+
+def test_the_first_bad_question_is_the_one_reported(tiny_llama):
+    three = Question("noul", "Three?", (Option("true"), Option("false"), Option("maybe")))
+    unknown = Question("ranking", "Rank.", (Option("a"), Option("b")))  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError) as err:
+        tiny_llama.plan(EngineRequest(STATE, (three, unknown)))
+    assert err.value.field == ("questions", 0, "criteria")
+    assert estimate_tokens(EngineRequest(STATE, (unknown,))) > 0  # the estimate leaves the refusal to the engine
