@@ -17,7 +17,9 @@ question groups the fit never saw; a question's right and hallucinated answers s
   answer is the faithful one in almost every pair; see docs/guides/pitfalls.md).
 
 AUROC and accuracy with 95% cluster-bootstrap intervals over the questions. Writes
-``benchmarks/results/own-labels-faithfulness-<model>.json`` and ``.md``.
+``benchmarks/results/own-labels-faithfulness-<set>-<model>.json`` and ``.md`` (``<set>``: the
+rows' folder). The guide's example is QAGS (``--rows ../shared/data/qags/dev.jsonl``), where
+length does not give the label away; HaluEval QA (the default) shows what a length artefact does.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     slug = judge.model_name.split("/")[-1].lower()
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    out = args.out_dir / f"own-labels-faithfulness-{slug}.json"
+    out = args.out_dir / f"own-labels-faithfulness-{args.rows.parent.name}-{slug}.json"
     out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
     print(markdown(record))
