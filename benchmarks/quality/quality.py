@@ -76,7 +76,7 @@ from logitjudge.rubrics.samples import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared result writer
-from _results import DATA, RESULTS  # noqa: E402
+from _results import DATA, RESULTS, run_metadata  # noqa: E402
 
 WITHOUT_CONTRAST = "without_contrast"
 """Group suffix of an evaluator with contrast scored by P(yes) with context alone (same run)."""
@@ -886,6 +886,7 @@ def main(argv: list[str] | None = None) -> int:
         "sets": {},
         "metrics": [],
         "items": {},
+        "metadata": run_metadata(device=str(engine.get("device", "cpu"))),
     }
     for path in paths:
         name = path.parent.name
