@@ -90,8 +90,10 @@ def test_evaluate_sample_writes_results_summary_and_report(tmp_path):
 def test_ctrl_c_stops_with_one_line_and_the_rows_kept(tmp_path):
     """SIGINT (Ctrl-C) mid-run: exit 130, one line saying how to resume, no traceback."""
     data, out = tmp_path / "data.jsonl", tmp_path / "out.jsonl"
-    # 60 items of 0.15 s each: the run is still going when the signal comes, even on a loaded machine
-    rows = [{"id": f"i{i}", "input": f"q {i}", "output": f"a {i}", "context": [f"c {i}"]} for i in range(60)]
+    # 400 items of 0.15 s each (a minute): the run is still going when the signal comes, even on a
+    # machine loaded enough to starve this loop for seconds (60 items once finished first); the
+    # test itself stops at the signal, so the count costs nothing
+    rows = [{"id": f"i{i}", "input": f"q {i}", "output": f"a {i}", "context": [f"c {i}"]} for i in range(400)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cmd = _cmd(data, out, "--evaluators", "faithfulness", "--batch-size", "1", factory="lj_factories:make_slow_judge")
     with subprocess.Popen(cmd, env=_env(), cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
