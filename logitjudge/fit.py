@@ -32,7 +32,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,6 @@ from logitjudge.engine.heads import Head
 from logitjudge.engine.types import EngineRequest, Question, render_text
 from logitjudge.rubrics.api import to_item
 from logitjudge.rubrics.definitions import EvaluatorDef
-from logitjudge.rubrics.questions import chunk_state, head_question
 
 if TYPE_CHECKING:
     from logitjudge.engine.core import Engine
@@ -100,9 +99,12 @@ def _gold_option(value: Any, question: Question) -> str | None:
 def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, label_key: str = "label") -> list[Example]:
     """The training examples of the head an evaluator reads.
 
-    - A ``chunk_head`` evaluator (``chunk_support``): per row and chunk with a gold label
-      (``gold.per_chunk[i]``, or ``gold.label`` for a one-chunk row), the chunk as the state and
-      the evaluator's question about the whole output as its claim.
+    - An evaluator whose definition names a ``head``: its scoring kind's labelled questions
+      (:meth:`~logitjudge.rubrics.kinds.base.ScoringKind.head_examples`): for ``chunk_head``
+      (``chunk_support``) per chunk with a gold label (``gold.per_chunk[i]``, or ``gold.label``
+      for a one-chunk row), the chunk as the state and the question about the whole output; for
+      ``entity_recall`` (``context_entity_recall``) per entity the rules leave to the model,
+      labelled by ``gold.entities`` and ``gold.present``.
     - An evaluator of one question over the whole item (:func:`~logitjudge.rubrics.runner.reads_own_head`:
       ``probability`` or ``rubric`` scoring, e.g. ``faithfulness``): the item's state and the
       evaluator's question, labelled by ``gold[label_key]`` (a bool for a yes/no question, an
@@ -119,37 +121,35 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, labe
             f"{defn.name}@{defn.version} is not read by a trained head (no `head` in its definition, and not one "
             "question over the whole item)"
         )
-    names = [o.name for o in defn.options or ()]
+    from logitjudge.rubrics.kinds import kind_of
+
+    kind = kind_of(defn)
     out: list[Example] = []
     for n, row in enumerate(rows):
         item = to_item(row, index=n)
         gold = row.get("gold") or {}
         source = str(row.get("id", "")).split(":", 1)[0] or "rows"
+        rid = row.get("id", n)
         if defn.head is None:
             if not all(item.has(f) for f in defn.required) or not isinstance(gold, Mapping):
                 continue
             (question,) = build_questions(defn, item).values()
             label = _gold_option(gold.get(label_key), question)
             if label_key in gold and label is None:
-                raise ValueError(f"row {row.get('id', n)!r}: gold.{label_key} = {gold[label_key]!r} names no option")
+                raise ValueError(f"row {rid!r}: gold.{label_key} = {gold[label_key]!r} names no option")
             if label is not None:
                 state = render_text(item.state())
-                out.append(Example(f"{row.get('id', n)}", _group_of(row, state), source, item.state(), question, label))
+                out.append(Example(f"{rid}", _group_of(row, state), source, item.state(), question, label))
             continue
-        chunks = item.chunks()
-        labels = gold.get("per_chunk") if isinstance(gold, Mapping) else None
-        if not labels and isinstance(gold, Mapping) and "label" in gold and len(chunks) == 1:
-            labels = [gold["label"]]
-        if not labels or len(labels) != len(chunks):
+        if not isinstance(gold, Mapping) or not all(item.has(f) for f in defn.required):
             continue
-        claim = render_text(item.output)
-        question = replace(head_question(defn, claim, item), head=None)  # the states it reads, no head yet
-        for i, (chunk, label) in enumerate(zip(chunks, labels)):
-            if label not in names:
-                raise ValueError(f"row {row.get('id', n)!r}: gold label {label!r} is not one of {names}")
-            text = render_text(chunk)
-            key = f"{row.get('id', n)}#{i}"
-            out.append(Example(key, _group_of(row, text), source, chunk_state(chunk), question, str(label)))
+        try:
+            found = kind.head_examples(defn, item, gold) or []
+        except ValueError as e:
+            raise ValueError(f"row {rid!r}: {e}") from None
+        for ex in found:
+            group = _group_of(row, render_text(ex.state))
+            out.append(Example(f"{rid}{ex.key}", group, source, ex.state, ex.question, ex.label))
     return out
 
 
@@ -204,6 +204,8 @@ def extract(
 
     Args:
         engine: a loaded :class:`~logitjudge.engine.core.Engine` (transformers backend).
+        batch_size: requests per engine call; the examples over one state are one request
+            (its questions packed over it).
         cache: a folder; each example's states are stored per layer as
             ``<fingerprint>/<prompt version>-<precision>/<digest>.L<layer>.npy`` (digest of the state
             and the question; precision ``float32`` or ``mixed``) and read back on a later call.
@@ -236,20 +238,29 @@ def extract(
         todo.append(i)
     if progress is not None and n - len(todo):
         progress(n - len(todo))
+    # examples over one state go in one request: the state is read once and its questions,
+    # isolated from each other, share it (the engine's packing, as in serving)
+    by_state: dict[str, list[int]] = {}
+    for i in todo:
+        by_state.setdefault(render_text(examples[i].state), []).append(i)
     t0 = time.perf_counter()
-    for start in range(0, len(todo), batch_size):
-        idx = todo[start : start + batch_size]
-        got = engine.answer_states([EngineRequest(examples[i].state, (examples[i].question,)) for i in idx], layers)
-        for i, (st, zero_shot) in zip(idx, got):
-            s_i, p_i = st[0].numpy(), np.asarray(zero_shot[0], dtype=np.float64)
-            states[i], probs[i] = s_i, p_i
-            if folder is not None:
-                base = folder / _digest(engine_id, examples[i])
-                for k, x in enumerate(layers):
-                    np.save(base.with_name(f"{base.name}.L{x}.npy"), s_i[k])
-                np.save(base.with_name(f"{base.name}.labels.npy"), p_i)
+    groups = list(by_state.values())
+    for start in range(0, len(groups), batch_size):
+        batch = groups[start : start + batch_size]
+        got = engine.answer_states(
+            [EngineRequest(examples[g[0]].state, tuple(examples[i].question for i in g)) for g in batch], layers
+        )
+        for g, (st, zero_shot) in zip(batch, got):
+            for q, i in enumerate(g):
+                s_i, p_i = st[q].numpy(), np.asarray(zero_shot[q], dtype=np.float64)
+                states[i], probs[i] = s_i, p_i
+                if folder is not None:
+                    base = folder / _digest(engine_id, examples[i])
+                    for k, x in enumerate(layers):
+                        np.save(base.with_name(f"{base.name}.L{x}.npy"), s_i[k])
+                    np.save(base.with_name(f"{base.name}.labels.npy"), p_i)
         if progress is not None:
-            progress(len(idx))
+            progress(sum(len(g) for g in batch))
     return Features(
         np.stack(states),  # type: ignore[arg-type]
         layers,

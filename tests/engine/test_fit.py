@@ -141,3 +141,58 @@ def test_the_report_ranks_two_option_heads_by_auroc():
     assert lo < rep["auroc"] < hi
     three = classification_report(["a", "b", "c"], np.eye(3), ["a", "b", "c"], ["1", "2", "3"])
     assert "auroc" not in three  # three options: no single ranking
+
+
+def entity_rows(n: int = 36) -> list[dict]:
+    """context_entity_recall rows: each names one entity the context states in another form (an
+    acronym, ``RGH``) and one it does not state (``Quentin Zed``); the rules leave both to the model."""
+    out = []
+    for i in range(n):
+        word = WORDS[i % len(WORDS)].title()
+        present, absent = f"{word[0]}GH", f"Quentin Zed{'abc'[i % 3]}"
+        out.append(
+            {
+                "id": f"toy_entity:{i}",
+                "expected": f"{present}; {absent}.",
+                "context": [f"The {word} Grand Hotel opened in {1900 + i}.", "Another chunk."],
+                "gold": {"entities": [present, absent], "present": [present], "level": 2},
+                "meta": {"group": f"g{i // 3}"},
+            }
+        )
+    return out
+
+
+def test_entity_recall_head_trains_on_the_asked_entities_and_serves(tiny_llama, tmp_path):
+    """context_entity_recall@3: examples are the per-entity questions the rules leave to the model,
+    the features of several questions packed over one state equal one question alone, and the
+    fitted head reads those questions in serving (no head: version 2 answers, with a warning)."""
+    from logitjudge.judge import Judge
+
+    engine = tiny_llama
+    registry = default_registry()
+    defn = registry.get("context_entity_recall")
+    assert defn.version == "3" and defn.head is not None
+    data = entity_rows()
+    ex = head_examples(defn, data)
+    assert [e.label for e in ex[:2]] == ["true", "false"] and len(ex) == 2 * len(data)
+    assert ex[0].key == "toy_entity:0@0" and ex[0].group == "group:g0" and ex[0].question.head is None
+    assert '"RGH"' in str(ex[0].question.instructions) and ex[0].state == ex[1].state
+    feats = extract(engine, ex, layers=(1, 2), cache=tmp_path / "cache")
+    assert feats.computed == len(ex)
+    alone = engine.answer_states([EngineRequest(ex[1].state, (ex[1].question,))], (1, 2))[0][0][0].numpy()
+    assert np.abs(alone - feats.states[1]).max() < 1e-4  # packed with its sibling = asked alone
+    result = fit_head(defn, ex, feats, engine.describe(), holdout=0.25, folds=3, c_grid=(1.0,))
+    assert result.head.name == "context_entity_recall" and result.head.options == ("true", "false")
+    judge = Judge(engine)
+    fallback = judge.evaluate([data[0]], ["context_entity_recall"]).results[0].results["context_entity_recall"]
+    assert fallback.version == "2" and "logitjudge fit" in (fallback.x_warning or "")
+    engine.set_heads({"context_entity_recall": result.head})
+    try:
+        res = judge.evaluate([data[0]], ["context_entity_recall"]).results[0].results["context_entity_recall"]
+        assert res.version == "3" and res.x_warning is None
+        cols = [feats.layers.index(x) for x in result.head.layers]
+        for k, detail in enumerate(res.details or ()):
+            want = result.head.probabilities(torch.tensor(feats.states[k, cols].reshape(1, -1)))[0, 0].item()
+            assert detail.probability == pytest.approx(want, abs=1e-4)
+    finally:
+        engine.set_heads(None)

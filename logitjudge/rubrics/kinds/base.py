@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from logitjudge.contract.evaluate import EvaluatorResult, Item
+from logitjudge.engine.types import Question
 from logitjudge.rubrics.questions import (
     Planned,
     QuestionKey,
@@ -31,13 +33,38 @@ if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
     from logitjudge.rubrics.definitions import EvaluatorDef
 
-__all__ = ["QuestionType", "Answers", "ScoringKind", "SequenceKind", "need_support_options", "check_classes"]
+__all__ = [
+    "QuestionType",
+    "Answers",
+    "HeadExample",
+    "ScoringKind",
+    "SequenceKind",
+    "need_support_options",
+    "check_classes",
+]
 
 QuestionType = Literal["noul", "choice", "score", "typed"]
 """A definition's ``question_type`` (``typed``: the item brings its own question)."""
 
 Answers = Mapping[QuestionKey, Answered]
 """An evaluator's answers on one item, by the keys its kind built them under."""
+
+
+@dataclass(frozen=True)
+class HeadExample:
+    """One labelled question a kind's trained head reads (what ``logitjudge fit`` trains on).
+
+    Attributes:
+        key: unique within its row (``"#<chunk>"``, ``"@<entity>"``).
+        state: the state the question is asked over, exactly as in serving.
+        question: the question, as the kind asks it, without its head.
+        label: the gold option's name.
+    """
+
+    key: str
+    state: Any
+    question: Question
+    label: str
 
 
 class ScoringKind(ABC):
@@ -94,6 +121,17 @@ class ScoringKind(ABC):
         Raises:
             InvalidRequestError: the item brings an invalid question of its own (``field``).
         """
+
+    def head_examples(self, defn: EvaluatorDef, item: Item, gold: Mapping[str, Any]) -> list[HeadExample] | None:
+        """The labelled questions of ``item`` that the head of ``defn`` (its ``head``) reads,
+        from the row's ``gold``: the questions :meth:`questions` asks, as asked, each with its gold
+        option; questions the gold does not label are left out. ``None``: this kind reads no head
+        of its definition's.
+
+        Raises:
+            ValueError: a gold label names no option (the row's value named).
+        """
+        return None
 
     @abstractmethod
     def score(

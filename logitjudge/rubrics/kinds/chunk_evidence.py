@@ -5,12 +5,13 @@ score = the share of relevant chunks."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from logitjudge.contract.evaluate import EvaluatorResult, Item
 from logitjudge.engine.answers import decisiveness
 from logitjudge.engine.types import Option, Question, render_text
-from logitjudge.rubrics.kinds.base import Answers, ScoringKind
+from logitjudge.rubrics.kinds.base import Answers, HeadExample, ScoringKind
 from logitjudge.rubrics.questions import (
     LIKELIHOOD,
     NULL_GROUP,
@@ -111,13 +112,13 @@ def score_chunk_evidence(defn: EvaluatorDef, answers: Answers, threshold: float,
 
 class ChunkEvidence(ScoringKind):
     """Over each chunk alone and over the content-free ``likelihood.null_chunk``: the template's
-    noul (key ``chunk=i`` / ``null``) and the ``likelihood`` continuation (``part="lik"``):
-    :func:`score_chunk_evidence`."""
+    noul (key ``chunk=i`` / ``null``; read by the definition's ``head`` when it names one) and the
+    ``likelihood`` continuation (``part="lik"``): :func:`score_chunk_evidence`."""
 
     name = "chunk_evidence"
     question_type = "noul"
     per_chunk = True
-    fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "likelihood": True, "combine": True}
+    fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "likelihood": True, "combine": True, "head": False}
 
     def questions(self, defn: EvaluatorDef, item: Item, *, field: tuple[str | int, ...] = ("question",)) -> Planned:
         assert defn.likelihood is not None
@@ -129,12 +130,33 @@ class ChunkEvidence(ScoringKind):
         units.append((NULL_GROUP, chunk_state(defn.likelihood.null_chunk), None))
         scored = render_text(getattr(item, defn.likelihood.text))
         planned = Planned()
+        head = defn.head.name if defn.head is not None else None
         for group, passage, i in units:
-            noul = noul_question(text, crit.true if crit else None, crit.false if crit else None)
+            noul = replace(noul_question(text, crit.true if crit else None, crit.false if crit else None), head=head)
             planned.add(group, passage, QuestionKey(defn.name, chunk=i, null=i is None), noul)
             lik = Question("continuation", defn.likelihood.instructions, (Option(scored),), calibrated=False)
             planned.add(group, passage, QuestionKey(defn.name, chunk=i, null=i is None, part=LIKELIHOOD), lik)
         return planned
+
+    def head_examples(self, defn: EvaluatorDef, item: Item, gold: Mapping[str, Any]) -> list[HeadExample] | None:
+        """Per chunk with a gold label (``gold.per_chunk[i]``: relevant or not, a bool): the chunk's
+        state and the template's noul about the item's question."""
+        labels = gold.get("per_chunk")
+        chunks = item.chunks()
+        if not labels or len(labels) != len(chunks):
+            return []
+        out = []
+        for state, questions in self.questions(defn, item).groups.values():
+            for key, question in questions.items():
+                if question.type != "noul" or key.chunk is None:
+                    continue
+                label = labels[key.chunk]
+                if not isinstance(label, bool):
+                    raise ValueError(f"gold.per_chunk[{key.chunk}] = {label!r} is not true or false")
+                out.append(
+                    HeadExample(f"#{key.chunk}", state, replace(question, head=None), "true" if label else "false")
+                )
+        return out
 
     def score(
         self,

@@ -5,10 +5,12 @@ support (any contradiction fails)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from logitjudge.contract.evaluate import EvaluatorResult, Item
-from logitjudge.rubrics.kinds.base import Answers, ScoringKind, need_support_options
+from logitjudge.engine.types import render_text
+from logitjudge.rubrics.kinds.base import Answers, HeadExample, ScoringKind, need_support_options
 from logitjudge.rubrics.questions import (
     Planned,
     QuestionKey,
@@ -76,6 +78,24 @@ class ChunkHead(ScoringKind):
                     head_question(defn, claim, item),
                 )
         return planned
+
+    def head_examples(self, defn: EvaluatorDef, item: Item, gold: Mapping[str, Any]) -> list[HeadExample] | None:
+        """Per chunk with a gold label (``gold.per_chunk[i]``, or ``gold.label`` for a one-chunk
+        row): the chunk's state and the question about the whole output as its claim."""
+        chunks = item.chunks()
+        labels = gold.get("per_chunk")
+        if not labels and "label" in gold and len(chunks) == 1:
+            labels = [gold["label"]]
+        if not labels or len(labels) != len(chunks):
+            return []
+        names = [o.name for o in defn.options or ()]
+        question = replace(head_question(defn, render_text(item.output), item), head=None)
+        out = []
+        for i, (chunk, label) in enumerate(zip(chunks, labels)):
+            if label not in names:
+                raise ValueError(f"gold label {label!r} is not one of {names}")
+            out.append(HeadExample(f"#{i}", chunk_state(chunk), question, str(label)))
+        return out
 
     def score(
         self,

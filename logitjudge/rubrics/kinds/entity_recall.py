@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from logitjudge.contract.evaluate import ChunkDetail, EvaluatorResult, Item
 from logitjudge.engine.answers import decisiveness
-from logitjudge.rubrics.entities import EntityCheck
-from logitjudge.rubrics.kinds.base import Answers, ScoringKind
+from logitjudge.rubrics.entities import EntityCheck, normalise
+from logitjudge.rubrics.kinds.base import Answers, HeadExample, ScoringKind
 from logitjudge.rubrics.questions import Planned, QuestionKey, entity_checks, fields_group, fields_state, noul_question
 from logitjudge.rubrics.results import (
     base_fields,
@@ -37,7 +38,8 @@ def score_entity_recall(
     (:func:`logitjudge.rubrics.entities.check_entities`): one found verbatim in the context is
     present (p = 1); one holding a digit where the context states no number is absent (p = 0);
     otherwise p = P(yes) of the model's question "does the context mention it, or the same thing
-    written another way?", and the entity counts as present when p >= 0.5 (the model's verdict).
+    written another way?" (read by the definition's trained ``head`` when it has one), and the
+    entity counts as present when p >= 0.5 (the model's verdict).
 
     The level is that of the verdicts: k present of N maps to the page's level
     (:func:`~logitjudge.rubrics.results.level_of_share`); score = level / top, ``label``
@@ -81,13 +83,13 @@ def score_entity_recall(
 
 class EntityRecall(ScoringKind):
     """Over a state of ``state_fields`` (default: the context alone), the ``entity_template``
-    noul for each entity of ``expected`` the rules leave open (key ``entity=k``):
-    :func:`score_entity_recall`; ``skipped`` when ``expected`` holds no entity.
-    ``question_type`` (score) is the result's shape."""
+    noul for each entity of ``expected`` the rules leave open (key ``entity=k``), read by the
+    definition's ``head`` when it names one: :func:`score_entity_recall`; ``skipped`` when
+    ``expected`` holds no entity. ``question_type`` (score) is the result's shape."""
 
     name = "entity_recall"
     question_type = "score"
-    fields: ClassVar[Mapping[str, bool]] = {"entity_template": True}
+    fields: ClassVar[Mapping[str, bool]] = {"entity_template": True, "head": False}
     needs_template = False
 
     def placeholders(self, defn: EvaluatorDef) -> frozenset[str]:
@@ -103,12 +105,33 @@ class EntityRecall(ScoringKind):
     def questions(self, defn: EvaluatorDef, item: Item, *, field: tuple[str | int, ...] = ("question",)) -> Planned:
         fields = defn.state_fields or ("context",)
         state = fields_state(item, fields, present=False)
+        head = defn.head.name if defn.head is not None else None
         planned = Planned()
         for k, check in enumerate(entity_checks(item)):
             if check.status == "ask":
                 text = (defn.entity_template or "").replace("{entity}", json.dumps(check.entity, ensure_ascii=False))
-                planned.add(fields_group(fields), state, QuestionKey(defn.name, entity=k), noul_question(text))
+                question = replace(noul_question(text), head=head)
+                planned.add(fields_group(fields), state, QuestionKey(defn.name, entity=k), question)
         return planned
+
+    def head_examples(self, defn: EvaluatorDef, item: Item, gold: Mapping[str, Any]) -> list[HeadExample] | None:
+        """Per entity the rules leave to the model (the questions :meth:`questions` asks),
+        labelled by the row's gold: ``gold.entities`` (the reference's entities) and
+        ``gold.present`` (those the context states, in any form), matched after
+        :func:`~logitjudge.rubrics.entities.normalise`; an entity the gold does not list is left out."""
+        listed = {normalise(str(e)) for e in gold.get("entities") or ()}
+        present = {normalise(str(e)) for e in gold.get("present") or ()}
+        if not listed:
+            return []
+        checks = entity_checks(item)
+        out = []
+        for state, questions in self.questions(defn, item).groups.values():
+            for key, question in questions.items():
+                entity = normalise(checks[key.entity or 0].entity)
+                if entity in listed:
+                    label = "true" if entity in present else "false"
+                    out.append(HeadExample(f"@{key.entity}", state, replace(question, head=None), label))
+        return out
 
     def score(
         self,
