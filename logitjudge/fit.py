@@ -277,31 +277,40 @@ def _columns(features: Features, choice: str) -> np.ndarray:
     return features.states[:, features.layers.index(int(choice[1:])), :]
 
 
-def _model(c: float) -> Any:
+def _model(c: float, balance: bool = False) -> Any:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3000))
+    weight = "balanced" if balance else None
+    return make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3000, class_weight=weight))
 
 
 def _fold_losses(
-    X: np.ndarray, y: np.ndarray, train: np.ndarray, valid: np.ndarray, c_grid: Sequence[float]
+    X: np.ndarray,
+    y: np.ndarray,
+    train: np.ndarray,
+    valid: np.ndarray,
+    c_grid: Sequence[float],
+    balance: bool = False,
 ) -> dict[float, float]:
     """Validation log loss of one CV fold for every ``C`` of ``c_grid``: the model of
     :func:`_model`, fitted along the grid from the strongest regularisation up, each fit starting
-    from the previous one's coefficients (the same convex optimum, reached in fewer iterations)."""
+    from the previous one's coefficients (the same convex optimum, reached in fewer iterations).
+    With ``balance``, the fit and the loss weigh each class by the inverse of its share."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
     from sklearn.preprocessing import StandardScaler
+    from sklearn.utils.class_weight import compute_sample_weight
 
     scaler = StandardScaler().fit(X[train])
     x_train, x_valid = scaler.transform(X[train]), scaler.transform(X[valid])
-    lr = LogisticRegression(max_iter=3000, warm_start=True)
+    lr = LogisticRegression(max_iter=3000, warm_start=True, class_weight="balanced" if balance else None)
+    weight = compute_sample_weight("balanced", y[valid]) if balance else None
     out = {}
     for c in sorted(c_grid):
         lr.set_params(C=c).fit(x_train, y[train])
-        out[c] = float(log_loss(y[valid], lr.predict_proba(x_valid), labels=lr.classes_))
+        out[c] = float(log_loss(y[valid], lr.predict_proba(x_valid), labels=lr.classes_, sample_weight=weight))
     return out
 
 
@@ -370,6 +379,7 @@ def fit_head(
     layer_choices: Sequence[str] | None = None,
     seed: int = 0,
     n_jobs: int = -1,
+    balance: bool = False,
 ) -> FitResult:
     """Choose the layer and ``C`` by grouped CV, fit on the training part, report the held-out part.
 
@@ -378,6 +388,9 @@ def fit_head(
         holdout: share of the groups held out (0: none; the report is then empty).
         layer_choices: ``"L<l>"`` per tapped layer and ``"all"`` (default: each layer alone and all).
         n_jobs: processes for the cross-validation (joblib; -1: one per core).
+        balance: weigh each class by the inverse of its training share (scikit-learn's
+            ``class_weight="balanced"``, in the fit and the CV loss), so the head's probabilities
+            assume equal priors and 0.5 does not assume the training set's share of each option.
 
     Raises:
         ValueError: an option without training rows, or too few groups for ``folds``.
@@ -396,9 +409,9 @@ def fit_head(
     absent = [o for o in options if o not in set(y[train])]
     if absent:
         raise ValueError(f"no training row is labelled {absent}: every option needs examples")
-    choice, c, cv = _choose_by_cv(features, y, train, groups[train], folds, c_grid, layer_choices, n_jobs)
+    choice, c, cv = _choose_by_cv(features, y, train, groups[train], folds, c_grid, layer_choices, n_jobs, balance)
     X = _columns(features, choice)
-    model = _model(c).fit(X[train], y[train])
+    model = _model(c, balance).fit(X[train], y[train])
     scaler, lr = model[0], model[1]
     coef, intercept = lr.coef_, lr.intercept_
     if coef.shape[0] == 1:  # two classes: scikit-learn keeps one row, for classes_[1]; softmax([0, z]) = sigmoid(z)
@@ -419,6 +432,7 @@ def fit_head(
             "layer_choice": choice,
             "cv_folds": folds,
             "seed": seed,
+            "balanced": balance,
         },
     }
     head = Head(
@@ -449,6 +463,7 @@ def _choose_by_cv(
     c_grid: Sequence[float],
     layer_choices: Sequence[str] | None,
     n_jobs: int,
+    balance: bool = False,
 ) -> tuple[str, float, dict[str, float]]:
     """The layer choice and ``C`` with the least mean held-out log loss over grouped folds of
     the training rows ``train`` (``groups``: their groups), one joblib job per choice and fold.
@@ -463,7 +478,7 @@ def _choose_by_cv(
     splits = list(GroupKFold(n_splits=folds).split(train, y[train], groups))
     jobs = [(choice, k) for choice in choices for k in range(len(splits))]
     per_fold = Parallel(n_jobs=n_jobs)(
-        delayed(_fold_losses)(_columns(features, choice), y, train[tr], train[va], c_grid)
+        delayed(_fold_losses)(_columns(features, choice), y, train[tr], train[va], c_grid, balance)
         for choice, (tr, va) in ((choice, splits[k]) for choice, k in jobs)
     )
     cv: dict[str, float] = {}
@@ -521,7 +536,8 @@ def card(result: FitResult, *, timing: Mapping[str, Any] | None = None, data: Se
         f"- evaluator: `{head.meta.get('evaluator')}`; question type `{head.question_type}`, options "
         + ", ".join(f"`{o}`" for o in head.options),
         f"- reads layers {list(head.layers)} at the answer position (the question's last token), "
-        f"a linear map (multinomial logistic regression, C={result.c}, standardisation folded in)",
+        f"a linear map (multinomial logistic regression, C={result.c}, standardisation folded in"
+        + (", classes weighted to equal priors)" if trained.get("balanced") else ")"),
         f"- bound to fingerprint `{head.binding.get('fingerprint')}` and prompt `{head.binding.get('prompt_version')}`",
         f"- trained on {trained.get('rows')} examples from {', '.join(trained.get('sources', []))}"
         + (f" ({', '.join(data)})" if data else ""),

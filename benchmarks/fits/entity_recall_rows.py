@@ -1,32 +1,44 @@
 """Training rows for the head of ``context_entity_recall``, derived from ``squad_relevance``.
 
-    python benchmarks/fits/entity_recall_rows.py --out .cache/entity_recall_rows.jsonl [--contexts 600]
-    logitjudge fit .cache/entity_recall_rows.jsonl --evaluator context_entity_recall --out heads/
+    python benchmarks/fits/entity_recall_rows.py --out .cache/entity_recall_rows.jsonl [--contexts 700 --extra 300]
+    logitjudge fit .cache/entity_recall_rows.jsonl --evaluator context_entity_recall --balance-classes --out heads/
 
 The evaluator asks the model only about the entities of ``expected`` that the rules cannot find
 verbatim in the context (:mod:`logitjudge.rubrics.entities`), so its head must tell an entity
 that the context states *in another form* from one it does not state at all. Neither kind of
-row exists in the training folder, so this script derives them, deterministically (seed
-20251205), from the SQuAD paragraphs of ``../shared/data/train/squad_relevance`` (CC BY-SA 4.0;
-the rows are the same licence):
+row exists in the training folder, so this script derives them, deterministically (seeds
+20251205 and 20251206), from the SQuAD paragraphs of ``../shared/data/train/squad_relevance``
+(CC BY-SA 4.0; the rows are the same licence).
+
+First family (``--contexts`` rows):
 
 - **context**: 1 to 6 paragraphs of one SQuAD article as chunks (``"Title: paragraph"``, the
   form of the evaluation sets), so contexts run from ~150 to ~1,500 tokens;
 - **present, another form**: an entity of the context rewritten by one of these rules: a date
-  reordered or its month shortened (``21 March 1873`` -> ``March 21, 1873``), a number in words
-  or another scale (``12`` -> ``twelve``, ``1,378,000`` -> ``1.378 million``), a name of 3-4
-  capitalised words to its acronym, a percent sign in words, an ordinal century spelled out;
+  reordered or its month shortened (``21 March 1873`` -> ``March 21, 1873``), a number in another
+  scale (``1,378,000`` -> ``1.378 million``), a name of 3-4 capitalised words to its acronym, a
+  percent sign in words, an ordinal century spelled out (a number in words, ``twelve``, or a
+  dotted initial is no entity to the extraction, so rows drawing one are dropped);
 - **absent**: an entity of another paragraph (same article: on topic; or another article) that
   the context does not state, none of its distinctive words (4+ letters) in the context either,
   half of them rewritten by the same rules so the form is no cue;
 - **absent, changed figure**: a number or date of the context with its value changed.
 
-Each row has 2-4 such entities (plus, for some rows, one entity found verbatim, which the rules
-settle and the model is not asked), ``expected`` lists them (``"A; B; C."``), and
-``gold = {"entities", "present", "level"}`` as in ``hotpotqa_entity_recall_derived``; a row whose
-entities the evaluator's extraction (:func:`~logitjudge.rubrics.entities.entities_of`) does not
-read back one for one is dropped. ``meta.group`` is the article, so the fit's held-out part is
-articles it never saw. Nothing here comes from an evaluation set.
+Second family (``--extra`` rows), the other direction and the extraction's own spans:
+
+- **present, the context rewritten**: a number or date of a paragraph written another way in
+  the context (``12`` -> ``twelve``, ``1,500,000`` -> ``1.5 million``, ``21 March 1873`` ->
+  ``March 21, 1873``), the entity as it was;
+- **"<Word> of <entity>"**, the span the extraction makes of "Revenue of Acme Corp grew ...":
+  present when the word is in the entity's paragraph, absent when the context never uses it;
+- one absent entity of another paragraph.
+
+Each row has 2-4 such entities (plus, for some first-family rows, one entity found verbatim,
+which the rules settle and the model is not asked), ``expected`` lists them (``"A; B; C."``),
+and ``gold = {"entities", "present", "level"}`` as in ``hotpotqa_entity_recall_derived``; a row
+whose entities the evaluator's extraction (:func:`~logitjudge.rubrics.entities.entities_of`)
+does not read back one for one is dropped. ``meta.group`` is the article, so the fit's held-out
+part is articles it never saw. Nothing here comes from an evaluation set.
 """
 
 from __future__ import annotations
@@ -226,10 +238,109 @@ def make_row(n: int, title: str, arts: dict[str, list[str]], rng: random.Random)
     }
 
 
+def rewritten(chunks: list[str], rng: random.Random) -> tuple[list[str], str] | None:
+    """The chunks with one number or date of a paragraph written another way, and the entity as
+    it was written (``12`` -> ``twelve``, ``1,500,000`` -> ``1.5 million``, ``21 March 1873`` ->
+    ``March 21, 1873``): the context, not the entity, carries the other form."""
+    month = "|".join(MONTHS)
+    found = []
+    for i, c in enumerate(chunks):
+        head, text = c.split(": ", 1) if ": " in c else ("", c)
+        for m in re.finditer(rf"\b(\d{{1,2}}) ({month}) (\d{{4}})\b", text):
+            found.append((i, head, text, m.span(), m.group(0), f"{m[2]} {m[1]}, {m[3]}"))
+        for m in re.finditer(r"(?<![\d.,$])\b(\d{1,2})\b(?![\d%.,])", text):
+            if 2 <= int(m[1]) <= 20:
+                found.append((i, head, text, m.span(), m[1], WORDS[int(m[1])]))
+        for m in re.finditer(r"(?<![\d.,])\b(\d{1,3}(?:,\d{3}){2,})\b(?![\d.,])", text):
+            v = int(m[1].replace(",", ""))
+            if v % 10_000 == 0:
+                found.append((i, head, text, m.span(), m[1], f"{v / 1e6:g} million"))
+    if not found:
+        return None
+    i, head, text, (a, b), entity, form = rng.choice(found)
+    out = list(chunks)
+    out[i] = (f"{head}: " if head else "") + text[:a] + form + text[b:]
+    return (out, entity) if not find_in(entity, "\n".join(out)) else None
+
+
+def joined(chunks: list[str], inside: list[str], rng: random.Random) -> tuple[str, bool] | None:
+    """``"<Word> of <entity>"``, the span the evaluator's extraction makes of a sentence such as
+    "Revenue of Acme Corp grew": the entity is in the context; present when the word is in the
+    same paragraph too, absent when it is a word the context never uses."""
+    context = normalise("\n".join(chunks))
+    for _ in range(10):
+        e = rng.choice(inside)
+        para = next((c for c in chunks if find_in(e, c)), None)
+        if para is None or any(ch.isdigit() for ch in e):
+            continue
+        words = [w for w in re.findall(r"\b[a-z]{5,}\b", para) if w not in STOP]
+        if not words:
+            continue
+        if rng.random() < 0.5:
+            return f"{rng.choice(words).title()} of {e}", True
+        other = [
+            w
+            for w in ("income", "profits", "deaths", "founder", "budget", "anthem", "museum", "rivals")
+            if f" {w} " not in context
+        ]
+        return (f"{rng.choice(other).title()} of {e}", False) if other else None
+    return None
+
+
+def make_extra_row(n: int, title: str, arts: dict[str, list[str]], rng: random.Random) -> dict[str, Any] | None:
+    """One row of the second family (``--extra``): a context with a number or date rewritten
+    (:func:`rewritten`, present) and a ``"<Word> of <entity>"`` span (:func:`joined`), plus one
+    absent entity of another paragraph."""
+    paras = arts[title]
+    k = min(len(paras), rng.choice([1, 2, 3, 4, 6]))
+    start = rng.randrange(len(paras) - k + 1)
+    chunks = paras[start : start + k]
+    picked: list[tuple[str, bool]] = []
+    got = rewritten(chunks, rng)
+    if got is not None:
+        chunks, entity = got
+        picked.append((entity, True))
+    context = "\n".join(chunks)
+    inside = [e for c in chunks for e in named(c) if find_in(e, context) and " " in e]
+    if inside:
+        span = joined(chunks, inside, rng)
+        if span is not None and not find_in(span[0], context):
+            picked.append(span)
+    others = [p for i, p in enumerate(paras) if not start <= i < start + k] or arts[rng.choice(sorted(arts))]
+    outside = [e for p in rng.sample(others, min(3, len(others))) for e in named(p)]
+    outside = [e for e in outside if not find_in(e, context) and distinctive_absent(e, context)]
+    if outside:
+        picked.append((rng.choice(outside), False))
+    rng.shuffle(picked)
+    if len(picked) < 2 or len({normalise(v) for v, _ in picked}) < len(picked):
+        return None
+    expected = "; ".join(v for v, _ in picked) + "."
+    if [normalise(e) for e in entities_of(expected)] != [normalise(v) for v, _ in picked]:
+        return None
+    if any(c.status != "ask" for c in check_entities(expected, context)):
+        return None
+    present = [v for v, p in picked if p]
+    return {
+        "id": f"entity_recall_train:x{n}",
+        "evaluator": "context_entity_recall",
+        "input": None,
+        "output": None,
+        "context": chunks,
+        "expected": expected,
+        "gold": {
+            "entities": [v for v, _ in picked],
+            "present": present,
+            "level": level_of_share(len(present), len(picked), 3),
+        },
+        "meta": {"group": title, "source": "derived from squad_relevance (SQuAD 1.1 dev, CC BY-SA 4.0)"},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="the JSONL file to write")
-    ap.add_argument("--contexts", type=int, default=600, help="rows to make (default 600)")
+    ap.add_argument("--contexts", type=int, default=700, help="rows of the first family (default 700)")
+    ap.add_argument("--extra", type=int, default=300, help="rows of the second family (default 300)")
     args = ap.parse_args(argv)
     arts = paragraphs()
     rng = random.Random(SEED)
@@ -240,6 +351,14 @@ def main(argv: list[str] | None = None) -> int:
         n += 1
         if row is not None:
             rows.append(row)
+    rng = random.Random(SEED + 1)
+    extra = 0
+    while extra < args.extra:
+        row = make_extra_row(n, rng.choice(sorted(arts)), arts, rng)
+        n += 1
+        if row is not None:
+            rows.append(row)
+            extra += 1
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
         for row in rows:

@@ -85,7 +85,13 @@ def long_rows() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def _item(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {"evaluator": "context_entity_recall", "input": row["input"], "output": None, "expected": row["expected"]}
+    return {
+        "evaluator": "context_entity_recall",
+        "input": row["input"],
+        "output": None,
+        "expected": row["expected"],
+        "meta": {"hotpot_id": row["meta"]["hotpot_id"]},  # the bootstrap's unit: the source question
+    }
 
 
 def asked_absent(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -123,9 +129,15 @@ def main(argv: list[str] | None = None) -> int:
     engine = judge.describe()
     record: dict[str, Any] = {"metadata": run_metadata(device=str(engine.get("device", "cpu"))), "sets": {}}
     record["metadata"].update({k: engine.get(k) for k in ("model", "precision", "dtype", "heads")})
+    versions = args.versions.split(",")
     for name, rows in sets.items():
-        for v in args.versions.split(","):
-            recs = run_version(judge, rows, f"context_entity_recall@{v}", args.batch_size)
+        recs_of: dict[str, list[dict[str, Any]]] = {v: [] for v in versions}
+        for start in range(0, len(rows), args.batch_size):  # every version on a batch in turn: the
+            batch = rows[start : start + args.batch_size]  # later ones read the states from the state cache
+            for v in versions:
+                recs_of[v] += run_version(judge, batch, f"context_entity_recall@{v}", args.batch_size)
+        for v in versions:
+            recs = recs_of[v]
             figs = entity_figures(rows, recs, args.resamples, 0)
             figs.update(asked_absent(recs))
             figs["result_version"] = sorted({r["result"].get("version", "?") for r in recs})
@@ -135,10 +147,11 @@ def main(argv: list[str] | None = None) -> int:
                 name, v, json.dumps({k: figs[k] for k in ("level_exact_accuracy", "mean_p_present", "share_under_0.2")})
             )
     model = str(record["metadata"].get("model", "model"))
-    out = args.out_dir / f"entity-recall-head-{model}"
-    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
-    print(out.with_suffix(".md").read_text(encoding="utf-8"))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"entity-recall-head-{model}"  # model names hold dots: no with_suffix
+    (args.out_dir / f"{stem}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (args.out_dir / f"{stem}.md").write_text(markdown(record), encoding="utf-8")
+    print((args.out_dir / f"{stem}.md").read_text(encoding="utf-8"))
     return 0
 
 
@@ -158,7 +171,7 @@ def markdown(record: Mapping[str, Any]) -> str:
     lines = [
         f"# context_entity_recall with and without its head ({meta.get('model')})",
         "",
-        f"commit {meta.get('commit')}, {meta.get('date')}, {meta.get('device')} "
+        f"commit {meta.get('git_sha')}, {meta.get('date')}, {meta.get('device')} "
         f"({meta.get('precision', meta.get('dtype'))}); `python benchmarks/quality/entity_recall_head.py`",
         "",
         "| set | rows | version | level exact [95% CI] | weighted kappa | MAE | asked (absent) | mean P(present) | "

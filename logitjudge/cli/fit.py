@@ -55,6 +55,12 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--cache", default=None, help="feature cache folder (default: <out>/.features)")
     p.add_argument("--batch-size", type=positive_int, default=8, help="examples per engine pass (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample and the held-out split")
+    p.add_argument(
+        "--balance-classes",
+        action="store_true",
+        help="weigh each option by the inverse of its share of the training rows, so the head's probabilities "
+        "assume equal priors (P = 0.5 does not assume your rows' share of each option)",
+    )
     add_model_args(p)
     p.set_defaults(func=cmd_fit)
     return p
@@ -96,7 +102,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
             )
         t_feat = time.monotonic() - t0
         result = fit_head(
-            defn, examples, features, engine.describe(), holdout=args.holdout, folds=args.folds, seed=args.seed
+            defn,
+            examples,
+            features,
+            engine.describe(),
+            holdout=args.holdout,
+            folds=args.folds,
+            seed=args.seed,
+            balance=args.balance_classes,
         )
     except (RequestError, ConfigurationError) as exc:
         print(error_json(exc), file=sys.stderr)

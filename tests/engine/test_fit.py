@@ -196,3 +196,30 @@ def test_entity_recall_head_trains_on_the_asked_entities_and_serves(tiny_llama, 
             assert detail.probability == pytest.approx(want, abs=1e-4)
     finally:
         engine.set_heads(None)
+
+
+def test_balanced_classes_move_the_head_to_equal_priors():
+    """``balance=True`` (``--balance-classes``) weighs the rare option up: on rows where "true" is
+    a quarter and the features hold weak evidence, the head's mean P(true) rises from near the
+    rows' share towards one half, and the head records that it was trained so."""
+    from logitjudge.fit import Features
+
+    defn = default_registry().get("context_entity_recall")
+    ex = [
+        e
+        for e in head_examples(defn, entity_rows(120))
+        if e.label == "false" or int(e.key.split(":")[1].split("@")[0]) % 3 == 0
+    ]
+    y = np.array([e.label == "true" for e in ex])
+    assert 0.2 < y.mean() < 0.3
+    rng = np.random.default_rng(0)
+    states = rng.normal(size=(len(ex), 1, 8)).astype(np.float32)
+    states[:, 0, 0] += 0.8 * y  # weak evidence: the classes overlap
+    feats = Features(states=states, layers=(1,), label_probs=np.full((len(ex), 2), 0.5, np.float32))
+    means = {}
+    for balance in (False, True):
+        result = fit_head(defn, ex, feats, {"model": "toy"}, holdout=0, folds=3, c_grid=(1.0,), balance=balance)
+        assert result.head.meta["trained"]["balanced"] is balance
+        p = result.head.probabilities(torch.tensor(states[:, 0]))[:, 0].numpy()
+        means[balance] = float(p.mean())
+    assert abs(means[False] - y.mean()) < 0.05 and 0.4 < means[True] < 0.6, means
