@@ -160,7 +160,7 @@ def _pct(x: float | None) -> str:
 
 
 def _fmt(fig: Any) -> str:
-    if not isinstance(fig, Mapping) or fig.get("value") is None:
+    if not isinstance(fig, Mapping) or fig.get("value") is None or fig["value"] != fig["value"]:  # None or NaN
         return "-"
     ci = fig.get("ci")
     return f"{fig['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")

@@ -144,10 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     record["seconds"] = round(time.monotonic() - t0, 1)
     model = str(record["engine"]["model"])
-    out = args.out_dir / f"relevance-head-{model}"
-    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
-    print(out.with_suffix(".md").read_text(encoding="utf-8"))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"relevance-head-{model}"  # model names hold dots: no with_suffix
+    (args.out_dir / f"{stem}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (args.out_dir / f"{stem}.md").write_text(markdown(record), encoding="utf-8")
+    print((args.out_dir / f"{stem}.md").read_text(encoding="utf-8"))
     return 0
 
 
@@ -163,7 +164,7 @@ def markdown(r: dict[str, Any]) -> str:
             [
                 f"# A trained head for chunk_relevance's question ({r['engine']['model']})",
                 "",
-                f"commit {m.get('commit')}, {m.get('date')}, {m.get('device')} ({r['engine'].get('precision')}); "
+                f"commit {m.get('git_sha')}, {m.get('date')}, {m.get('device')} ({r['engine'].get('precision')}); "
                 f"`python benchmarks/studies/relevance_head.py`; {r['seconds']} s",
                 "",
                 f"Head: layers {r['head']['layers']}, C={r['head']['c']}, trained on SQuAD paragraphs "
