@@ -388,9 +388,11 @@ def fit_head(
         holdout: share of the groups held out (0: none; the report is then empty).
         layer_choices: ``"L<l>"`` per tapped layer and ``"all"`` (default: each layer alone and all).
         n_jobs: processes for the cross-validation (joblib; -1: one per core).
-        balance: weigh each class by the inverse of its training share (scikit-learn's
-            ``class_weight="balanced"``, in the fit and the CV loss), so the head's probabilities
-            assume equal priors and 0.5 does not assume the training set's share of each option.
+        balance: weigh each class by the inverse of its share of the training examples
+            (scikit-learn's ``class_weight="balanced"``), and each validation example of the CV
+            log loss by the inverse of its class's share in that fold, so the head's
+            probabilities assume equal priors and 0.5 does not assume the training set's share
+            of each option.
 
     Raises:
         ValueError: an option without training rows, or too few groups for ``folds``.

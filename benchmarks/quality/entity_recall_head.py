@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         for v in versions:
             recs = recs_of[v]
             figs = entity_figures(rows, recs, args.resamples, 0)
+            if len({r["gold"]["level"] for r in rows}) == 1:  # one gold level: kappa is undefined
+                figs["quadratic_weighted_kappa"] = {"value": None, "ci": None, "n": len(rows)}
             figs.update(asked_absent(recs))
             figs["result_version"] = sorted({r["result"].get("version", "?") for r in recs})
             figs["warnings"] = sorted({r["result"]["x_warning"] for r in recs if r["result"].get("x_warning")})

@@ -58,7 +58,7 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--balance-classes",
         action="store_true",
-        help="weigh each option by the inverse of its share of the training rows, so the head's probabilities "
+        help="weigh each option by the inverse of its share of the training examples, so the head's probabilities "
         "assume equal priors (P = 0.5 does not assume your rows' share of each option)",
     )
     add_model_args(p)
@@ -71,6 +71,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     from logitjudge.fit import default_layers, extract, fit_head, head_examples, write_head
     from logitjudge.rubrics.dataio import DataError, read_rows
+    from logitjudge.rubrics.kinds import kind_of
     from logitjudge.rubrics.registry import default_registry
     from logitjudge.rubrics.samples import stratified_sample
 
@@ -88,7 +89,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     except (LogitJudgeError, ValueError) as exc:
         return fail(f"--evaluator {args.evaluator}: {exc}")
     if not examples:
-        return fail(f"no row has a gold label {defn.name} can train on (gold.per_chunk, or gold.{args.label_key})")
+        wanted = kind_of(defn).head_gold if defn.head is not None else f"gold.{args.label_key}"
+        return fail(f"no row has a gold label {defn.name} can train on ({wanted})")
     args.heads = "none"  # the states a head reads do not depend on other heads
     t0 = time.monotonic()
     try:

@@ -223,3 +223,19 @@ def test_balanced_classes_move_the_head_to_equal_priors():
         p = result.head.probabilities(torch.tensor(states[:, 0]))[:, 0].numpy()
         means[balance] = float(p.mean())
     assert abs(means[False] - y.mean()) < 0.05 and 0.4 < means[True] < 0.6, means
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "named"),
+    [("context_entity_recall", "gold.entities and gold.present"), ("chunk_support", "gold.per_chunk")],
+)
+def test_fit_without_the_gold_a_head_needs_names_it(tmp_path, capsys, evaluator, named):
+    """Rows without the gold fields the evaluator's head trains on are refused before any model
+    loads, naming the fields that kind reads."""
+    from logitjudge.cli import main
+
+    data = [{k: v for k, v in r.items() if k != "gold"} | {"output": "A claim."} for r in entity_rows(4)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in data), encoding="utf-8")
+    assert main(["fit", str(path), "--evaluator", evaluator, "--out", str(tmp_path / "heads")]) == 2
+    assert named in capsys.readouterr().err

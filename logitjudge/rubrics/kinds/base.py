@@ -84,6 +84,8 @@ class ScoringKind(ABC):
         reads_own_head: a head trained on the evaluator's own labels (``logitjudge fit
             --evaluator NAME``) can read its one question over the whole item.
         batch_debiased: ``debias="batch"`` divides its questions' prior out of their answers.
+        head_gold: the gold fields :meth:`head_examples` reads (named in ``logitjudge fit``'s
+            error when no row has them; empty for a kind that reads no head).
     """
 
     name: ClassVar[str]
@@ -96,6 +98,7 @@ class ScoringKind(ABC):
     scaled: ClassVar[bool] = False
     reads_own_head: ClassVar[bool] = False
     batch_debiased: ClassVar[bool] = False
+    head_gold: ClassVar[str] = ""
 
     def placeholders(self, defn: EvaluatorDef) -> frozenset[str]:
         """The ``{name}`` placeholders this kind fills itself in ``defn``'s texts (``claim``,

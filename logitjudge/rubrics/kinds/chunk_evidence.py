@@ -116,6 +116,7 @@ class ChunkEvidence(ScoringKind):
     ``likelihood`` continuation (``part="lik"``): :func:`score_chunk_evidence`."""
 
     name = "chunk_evidence"
+    head_gold = "gold.per_chunk (true or false per chunk)"
     question_type = "noul"
     per_chunk = True
     fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "likelihood": True, "combine": True, "head": False}

@@ -54,6 +54,7 @@ class ChunkHead(ScoringKind):
     trained ``head``: :func:`score_chunk_head`. Without the head the runner asks ``head.fallback``."""
 
     name = "chunk_head"
+    head_gold = "gold.per_chunk (or gold.label for a one-chunk row)"
     question_type = "choice"
     per_chunk = True
     fields: ClassVar[Mapping[str, bool]] = {"chunk_state": True, "head": True}

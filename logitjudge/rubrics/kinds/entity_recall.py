@@ -88,6 +88,7 @@ class EntityRecall(ScoringKind):
     ``expected`` holds no entity. ``question_type`` (score) is the result's shape."""
 
     name = "entity_recall"
+    head_gold = "gold.entities and gold.present, for entities its rules leave to the model"
     question_type = "score"
     fields: ClassVar[Mapping[str, bool]] = {"entity_template": True, "head": False}
     needs_template = False
