@@ -6,6 +6,7 @@ handling and resume logic, not the model.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -96,7 +97,12 @@ def test_ctrl_c_stops_with_one_line_and_the_rows_kept(tmp_path):
     rows = [{"id": f"i{i}", "input": f"q {i}", "output": f"a {i}", "context": [f"c {i}"]} for i in range(400)]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cmd = _cmd(data, out, "--evaluators", "faithfulness", "--batch-size", "1", factory="lj_factories:make_slow_judge")
-    with subprocess.Popen(cmd, env=_env(), cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+    # a suite started in the background (`make check &`) inherits SIGINT ignored, and Python then
+    # installs no Ctrl-C handler: the child gets the disposition a terminal gives it
+    ctrl_c = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    with subprocess.Popen(
+        cmd, env=_env(), cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=ctrl_c
+    ) as proc:
         deadline = time.monotonic() + 240  # a guard against a hung child, not a timing assertion
         while not (out.exists() and out.read_bytes().count(b"\n") >= 2) and proc.poll() is None:
             assert time.monotonic() < deadline, "no rows written in 240 s"
