@@ -24,7 +24,7 @@ import json
 import platform
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +198,13 @@ if __name__ == "__main__":  # python benchmarks/_results.py --backfill
             text = json.dumps(data, indent=indent or None, ensure_ascii="\\u" in raw)
             result.write_text(text + "\n", encoding="utf-8")
             print("backfilled", result.name)
+
+
+def write_result(out_dir: Path, stem: str, record: Mapping[str, Any], markdown: str) -> Path:
+    """Write ``<out_dir>/<stem>.json`` (``record``) and ``<stem>.md`` (``markdown``); returns the
+    ``.md`` path. ``stem`` is taken whole: model names hold dots, so no ``with_suffix``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{stem}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    md = out_dir / f"{stem}.md"
+    md.write_text(markdown, encoding="utf-8")
+    return md

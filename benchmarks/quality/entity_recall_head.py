@@ -36,7 +36,7 @@ from logitjudge.rubrics.entities import find_in, normalise
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rag_quality
-from _results import DATA, RESULTS, run_metadata  # noqa: E402
+from _results import DATA, RESULTS, run_metadata, write_result  # noqa: E402
 from rag_quality import entity_figures, run_version  # noqa: E402
 
 STOP = {"the", "and", "for", "from", "with", "that", "this", "film", "band", "album", "song", "city", "river"}
@@ -139,8 +139,6 @@ def main(argv: list[str] | None = None) -> int:
         for v in versions:
             recs = recs_of[v]
             figs = entity_figures(rows, recs, args.resamples, 0)
-            if len({r["gold"]["level"] for r in rows}) == 1:  # one gold level: kappa is undefined
-                figs["quadratic_weighted_kappa"] = {"value": None, "ci": None, "n": len(rows)}
             figs.update(asked_absent(recs))
             figs["result_version"] = sorted({r["result"].get("version", "?") for r in recs})
             figs["warnings"] = sorted({r["result"]["x_warning"] for r in recs if r["result"].get("x_warning")})
@@ -149,11 +147,9 @@ def main(argv: list[str] | None = None) -> int:
                 name, v, json.dumps({k: figs[k] for k in ("level_exact_accuracy", "mean_p_present", "share_under_0.2")})
             )
     model = str(record["metadata"].get("model", "model"))
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"entity-recall-head-{model}"  # model names hold dots: no with_suffix
-    (args.out_dir / f"{stem}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    (args.out_dir / f"{stem}.md").write_text(markdown(record), encoding="utf-8")
-    print((args.out_dir / f"{stem}.md").read_text(encoding="utf-8"))
+    print(
+        write_result(args.out_dir, f"entity-recall-head-{model}", record, markdown(record)).read_text(encoding="utf-8")
+    )
     return 0
 
 

@@ -254,6 +254,12 @@ def entity_figures(
     def flat(us: Sequence[Any]) -> list[tuple[Any, ...]]:
         return [x for u in us for x in u]
 
+    def kappa(us: Sequence[Any]) -> float | None:
+        gold = [x[0] for x in flat(us)]
+        if len(set(gold)) < 2:  # one gold level: agreement beyond chance is undefined
+            return None
+        return float(cohen_kappa_score(gold, [x[1] for x in flat(us)], labels=[0, 1, 2, 3], weights="quadratic"))
+
     return {
         "level_exact_accuracy": figure(
             units, lambda us: float(np.mean([x[0] == x[1] for x in flat(us)])), resamples, seed
@@ -262,16 +268,7 @@ def entity_figures(
         "level_exact_accuracy_most_probable_level": figure(
             units, lambda us: float(np.mean([x[0] == x[4] for x in flat(us)])), resamples, seed
         ),
-        "quadratic_weighted_kappa": figure(
-            units,
-            lambda us: float(
-                cohen_kappa_score(
-                    [x[0] for x in flat(us)], [x[1] for x in flat(us)], labels=[0, 1, 2, 3], weights="quadratic"
-                )
-            ),
-            resamples,
-            seed,
-        ),
+        "quadratic_weighted_kappa": figure(units, kappa, resamples, seed),
         "spearman_expected_level": figure(
             units, lambda us: float(spearmanr([x[0] for x in flat(us)], [x[2] for x in flat(us)])[0]), resamples, seed
         ),

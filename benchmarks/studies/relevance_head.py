@@ -36,23 +36,14 @@ import numpy as np
 from sklearn.metrics import accuracy_score, ndcg_score, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
-from _results import DATA, RESULTS, run_metadata  # noqa: E402
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "quality"))  # rag_quality
+from _results import DATA, RESULTS, run_metadata, write_result  # noqa: E402
+from rag_quality import figure  # noqa: E402
 
 from logitjudge.fit import default_layers, extract, fit_head, head_examples, write_head  # noqa: E402
 from logitjudge.rubrics.dataio import read_rows  # noqa: E402
 from logitjudge.rubrics.definitions import HeadDef  # noqa: E402
 from logitjudge.rubrics.registry import default_registry  # noqa: E402
-
-
-def _boot(units: list[Any], stat: Any, seed: int = 0, n: int = 1000) -> list[float] | None:
-    rng = np.random.default_rng(seed)
-    vals = []
-    for _ in range(n):
-        try:
-            vals.append(stat([units[i] for i in rng.integers(0, len(units), len(units))]))
-        except ValueError:
-            continue
-    return [float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))] if len(vals) > n // 2 else None
 
 
 def _auroc(units: list[list[tuple[bool, float]]]) -> float:
@@ -61,7 +52,7 @@ def _auroc(units: list[list[tuple[bool, float]]]) -> float:
 
 
 def _figure(units: list[Any], stat: Any) -> dict[str, Any]:
-    return {"value": stat(units), "ci": _boot(units, stat), "n": len(units)}
+    return figure(units, stat, resamples=1000, seed=0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     layers = default_layers(engine.runner.n_layers)
     train = head_examples(defn, read_rows(args.rows))
     feats = extract(engine, train, layers=layers, cache=args.cache)
-    result = fit_head(defn, train, feats, engine.describe())
+    described = engine.describe()
+    result = fit_head(defn, train, feats, described)
     folder = write_head(result, args.out, data=[f"{args.rows.name}: squad_relevance by paragraph"])
     head = result.head
     cols = [layers.index(x) for x in head.layers]
@@ -96,15 +88,15 @@ def main(argv: list[str] | None = None) -> int:
 
     hotpot = [json.loads(x) for x in (DATA / "hotpotqa_relevance" / "dev.jsonl").read_text().splitlines()]
     ex, p, zero = probs(hotpot)
-    units: dict[str, list[tuple[bool, float, float, float]]] = {}
+    units: dict[str, list[tuple[bool, float, float]]] = {}  # per question: (gold, head P, label readout P)
     for e, pi, zi in zip(ex, p, zero):
-        units.setdefault(e.key.split("#")[0], []).append((e.label == "true", float(pi), float(zi), 0.0))
+        units.setdefault(e.key.split("#")[0], []).append((e.label == "true", float(pi), float(zi)))
     logit = {k: [np.log(x[1] / (1 - x[1] + 1e-9) + 1e-9) for x in u] for k, u in units.items()}
     centred = {k: [(x[0], float(v - np.mean(logit[k]))) for x, v in zip(u, logit[k])] for k, u in units.items()}
     hp = list(units.values())
     record: dict[str, Any] = {
-        "metadata": run_metadata(device=str(engine.describe().get("device", "cpu"))),
-        "engine": {k: engine.describe().get(k) for k in ("model", "precision", "dtype", "fingerprint")},
+        "metadata": run_metadata(device=str(described.get("device", "cpu"))),
+        "engine": {k: described.get(k) for k in ("model", "precision", "dtype", "fingerprint")},
         "head": {
             "folder": str(folder),
             "layers": list(head.layers),
@@ -116,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         "hotpotqa": {
             "questions": len(hp),
             "chunks": len(ex),
-            "head_auroc": _figure([[(g, s) for g, s, *_ in u] for u in hp], _auroc),
+            "head_auroc": _figure([[(g, s) for g, s, _ in u] for u in hp], _auroc),
             "head_centred_auroc": _figure(list(centred.values()), _auroc),
-            "zero_shot_auroc": _figure([[(g, z) for g, _, z, _ in u] for u in hp], _auroc),
+            "zero_shot_auroc": _figure([[(g, z) for g, _, z in u] for u in hp], _auroc),
             "head_accuracy_at_0.5": float(
                 accuracy_score([x[0] for u in hp for x in u], [x[1] >= 0.5 for u in hp for x in u])
             ),
@@ -144,11 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     record["seconds"] = round(time.monotonic() - t0, 1)
     model = str(record["engine"]["model"])
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"relevance-head-{model}"  # model names hold dots: no with_suffix
-    (args.out_dir / f"{stem}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    (args.out_dir / f"{stem}.md").write_text(markdown(record), encoding="utf-8")
-    print((args.out_dir / f"{stem}.md").read_text(encoding="utf-8"))
+    print(write_result(args.out_dir, f"relevance-head-{model}", record, markdown(record)).read_text(encoding="utf-8"))
     return 0
 
 
