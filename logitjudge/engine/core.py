@@ -225,7 +225,10 @@ class Engine:
         return MIXED if self.state_dtype is not None else str(self.lm.dtype).replace("torch.", "")
 
     def describe(self) -> dict[str, Any]:
-        """Model, source, device, dtype, precision, strategy, prompt version and limits.
+        """Model, source, device, dtype, precision, strategy, prompt version, heads and limits.
+
+        ``heads``: the loaded heads' names; ``head_evaluators``: per head, the ``name@version`` of
+        the evaluator whose question it was trained on (``None`` when its folder does not say).
 
         ``dtype`` is the weights' (and the questions' forwards'), which calibrations and heads
         are bound to; ``precision`` is the mode (``mixed``: the state's forward in ``state_dtype``)."""
@@ -247,6 +250,7 @@ class Engine:
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "calibration_origin": self.calibration.origin if self.calibration is not None else None,
             "heads": sorted(self.heads),
+            "head_evaluators": {n: h.meta.get("evaluator") for n, h in sorted(self.heads.items())},
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_row_tokens": self.runner.max_row_tokens,

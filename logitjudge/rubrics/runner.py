@@ -51,6 +51,7 @@ __all__ = [
     "finish_plan",
     "fitted_warning",
     "fitted_warnings",
+    "own_head",
     "with_head_fallbacks",
     "lowest_option_mass",
     "check_thresholds",
@@ -303,6 +304,19 @@ def reads_own_head(defn: EvaluatorDef) -> bool:
     )
 
 
+def own_head(defn: EvaluatorDef, heads: Sequence[str], engine: Mapping[str, Any]) -> bool:
+    """True when a loaded head named after ``defn`` reads its question
+    (:func:`reads_own_head`): the engine has one (``heads``) and it was trained on this very
+    version's question (``engine["head_evaluators"]``, from its folder; a head that does not say
+    is taken as trained on it). A head trained for ``answer_relevancy@3`` does not read
+    ``answer_relevancy@1``'s question, nor does the per-entity head of ``context_entity_recall``
+    read version 1's score question."""
+    if defn.name not in heads or not reads_own_head(defn):
+        return False
+    trained_for = (engine.get("head_evaluators") or {}).get(defn.name)
+    return trained_for is None or trained_for == f"{defn.name}@{defn.version}"
+
+
 def with_head_fallbacks(
     plan: ItemPlan, heads: Sequence[str], registry: Registry, engine: Mapping[str, Any]
 ) -> ItemPlan:
@@ -311,10 +325,10 @@ def with_head_fallbacks(
     - an evaluator whose definition names a head the engine lacks (``head``) is replaced by its
       fallback version (``head.fallback``; its questions rebuilt, its results noted with
       :func:`head_fallback_warning`);
-    - an evaluator without a ``head`` of its own but with a loaded head of its name
-      (:func:`reads_own_head`: a head you trained on your labels) has its question read by that
-      head, and its ``contrast`` twin is not asked: the score is the head's P(yes) (or its
-      levels' E[level] / top).
+    - an evaluator without a ``head`` of its own but with a loaded head of its name, trained on
+      its question (:func:`own_head`: a head you trained on your labels) has its question read
+      by that head, and its ``contrast`` twin is not asked: the score is the head's P(yes) (or
+      its levels' E[level] / top).
 
     Raises:
         KeyError: the fallback version is not in ``registry``.
@@ -322,7 +336,7 @@ def with_head_fallbacks(
     for k, (sel, ids) in enumerate(plan.owners):
         defn = sel.definition
         if defn.head is None:
-            if defn.name in heads and reads_own_head(defn):
+            if own_head(defn, heads, engine):
                 for qid in ids:
                     plan.questions[qid] = replace(plan.questions[qid], head=defn.name)
                     plan.contrast.pop(qid, None)
@@ -431,7 +445,8 @@ def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any], registry: Regi
     its fitted coefficients were fitted on another engine
     (:meth:`~logitjudge.rubrics.definitions.FittedFor.differs_from`), else None. With
     ``registry``, the warning names the latest version of the same evaluator that has no fitted
-    coefficients (e.g. ``answer_relevancy@1``), when there is one."""
+    coefficients and reads no trained head (e.g. ``answer_relevancy@1``; a version reading a head
+    answers with its fallback where the head is missing), when there is one."""
     fitted = defn.fitted_for
     why = None if fitted is None else fitted.differs_from(engine)
     if fitted is None or why is None:
@@ -439,7 +454,7 @@ def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any], registry: Regi
     plain = [
         d.version
         for d in (registry.versions.values() if registry is not None else ())
-        if d.name == defn.name and d.fitted_for is None
+        if d.name == defn.name and d.fitted_for is None and d.head is None
     ]
     latest = max(plain, key=lambda v: tuple(map(int, v.split(".")))) if plain else None  # "10" after "9"
     instead = (

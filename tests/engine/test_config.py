@@ -315,6 +315,7 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe(make_tiny):
         "calibration",
         "calibration_origin",
         "heads",
+        "head_evaluators",
         "max_state_tokens",
         "max_request_tokens",
         "max_row_tokens",

@@ -239,3 +239,36 @@ def test_fit_without_the_gold_a_head_needs_names_it(tmp_path, capsys, evaluator,
     path.write_text("".join(json.dumps(r) + "\n" for r in data), encoding="utf-8")
     assert main(["fit", str(path), "--evaluator", evaluator, "--out", str(tmp_path / "heads")]) == 2
     assert named in capsys.readouterr().err
+
+
+def test_a_head_reads_only_the_version_it_was_trained_on(tiny_llama):
+    """The per-entity head of context_entity_recall@3 (a yes/no) is not read for version 1's
+    score question of the same name (it was, and answered with an error); a head whose folder
+    names no evaluator is taken as trained on the version asked."""
+    import dataclasses
+
+    from logitjudge.judge import Judge
+    from logitjudge.rubrics.runner import own_head
+
+    engine = tiny_llama
+    registry = default_registry()
+    defn = registry.get("context_entity_recall")
+    data = entity_rows(24)
+    ex = head_examples(defn, data)
+    feats = extract(engine, ex, layers=(2,), cache=None)
+    head = fit_head(defn, ex, feats, engine.describe(), holdout=0, folds=3, c_grid=(1.0,)).head
+    assert head.meta["evaluator"] == "context_entity_recall@3"
+    engine.set_heads({"context_entity_recall": head})
+    try:
+        described = engine.describe()
+        assert described["head_evaluators"] == {"context_entity_recall": "context_entity_recall@3"}
+        v1 = registry.get("context_entity_recall@1")
+        assert not own_head(v1, described["heads"], described)
+        res = Judge(engine).evaluate([data[0]], ["context_entity_recall@1"]).results[0].results
+        assert res["context_entity_recall"].status == "ok" and res["context_entity_recall"].version == "1"
+        unsaid = dataclasses.replace(head, meta={k: v for k, v in head.meta.items() if k != "evaluator"})
+        engine.set_heads({"context_entity_recall": unsaid})
+        assert engine.describe()["head_evaluators"] == {"context_entity_recall": None}
+        assert own_head(v1, ["context_entity_recall"], engine.describe())
+    finally:
+        engine.set_heads(None)

@@ -133,3 +133,14 @@ def test_a_definition_of_your_own_without_fitted_for_still_loads():
     defn = default_registry().get("answer_relevancy@2").model_dump()
     defn.pop("fitted_for")
     assert EvaluatorDef.model_validate(defn).fitted_for is None
+
+
+def test_the_warning_does_not_name_a_version_that_reads_a_head():
+    """chunk_support@4 has no fitted coefficients but reads a trained head, and on another model
+    (no head for it) version 3 answers: the warning on @3 names @1, the one that helps there."""
+    from logitjudge.rubrics.runner import fitted_warning
+
+    registry = default_registry()
+    engine = {"model": "smollm2-135m-instruct", "fingerprint": "a" * 64, "prompt_version": "lj-prompt-1.1"}
+    said = fitted_warning(registry.get("chunk_support@3"), engine, registry) or ""
+    assert "select chunk_support@1, which has none" in said and "@4" not in said

@@ -42,6 +42,7 @@ class ScriptedEngine:
         self.script = script
         self.name = name
         self.heads = tuple(heads)  # trained heads it claims (a head question's answer is the script's too)
+        self.head_evaluators: dict[str, str | None] = {}  # what each was trained on: not said
         self.calls: list[list[EngineRequest]] = []
         self.calibration: Calibration | None = None
 
@@ -71,6 +72,7 @@ class ScriptedEngine:
             "dtype": "none",
             "strategy": "scripted",
             "heads": list(self.heads),
+            "head_evaluators": dict(self.head_evaluators),
         }
 
     def set_calibration(self, calibration: Calibration | None) -> None:
@@ -78,6 +80,7 @@ class ScriptedEngine:
 
     def set_heads(self, heads: dict[str, Head] | None) -> None:
         self.heads = tuple(sorted(heads or {}))
+        self.head_evaluators = {n: h.meta.get("evaluator") for n, h in (heads or {}).items()}
 
     def counters(self) -> dict[str, Any]:
         return {}
