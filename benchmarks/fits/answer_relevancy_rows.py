@@ -24,9 +24,11 @@ The outputs are the paragraphs' own sentences: no template text, so neither the 
 evaluation sets' wording is given away by a phrase. Those are the first rows
 (``--rows-version 1``). The second (the default, written after a head on the first was measured
 on WikiEval, so not blind to it) keeps their draws and changes two levels: the padding of level 2
-shares no content word with the question (it is off the question, not only off the paragraph),
-and 7 in 10 of the level-3 answers that are a sentence go on with the next one or two sentences
-of the paragraph the question was asked on (a complete answer may be longer than one sentence).
+is drawn again from the sentences that share no content word with the question (off the
+question, not only off the paragraph) where there are three or more such; and 7 in 10 of the
+level-3 answers that are a sentence go on with one or two more sentences of the paragraph the
+question was asked on (the ones after it first, then those before it, nearest first; 40-300
+characters), so a complete answer may be longer than one sentence. Level 2 pads that answer.
 ``benchmarks/studies/answer_relevancy_head.py`` measures heads on both.
 
 ``gold = {"level": k}``; ``meta.group`` is the article, so the fit's held-out part is articles it

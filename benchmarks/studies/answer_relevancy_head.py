@@ -82,6 +82,9 @@ def readout(judge: Any, wikieval: list[dict[str, Any]], heldout: set[str], resam
     """Every figure of the module docstring for the engine's current heads."""
     items = [{"input": r["input"], "output": r["output"]} for r in wikieval]
     results = [r.results["answer_relevancy"] for r in judge.evaluate(items, [EVALUATOR]).results]
+    failed = [r["id"] for r, res in zip(wikieval, results) if res.status != "ok"]
+    if failed:
+        raise SystemExit(f"{len(failed)} WikiEval rows were not answered: {failed[:5]}")
     recs = [{"result": res.model_dump(mode="json", exclude_none=True)} for res in results]
     inside = [k for k, r in enumerate(wikieval) if r["gold"]["pair"] in heldout]
     by_level = {}
@@ -108,6 +111,8 @@ def readout(judge: Any, wikieval: list[dict[str, Any]], heldout: set[str], resam
         s = {n: scores[(q, n)] for n in outs}
         cases[q] = {
             "scores": {n: round(s[n].score, 3) for n in outs},
+            "most_probable": {n: int(np.argmax(_levels(s[n]))) for n in outs},
+            "passed": {n: s[n].passed for n in outs},
             "holds": bool(
                 s["direct"].passed
                 and not any(s[n].passed for n in ("padded", "misses", "off"))
@@ -115,6 +120,7 @@ def readout(judge: Any, wikieval: list[dict[str, Any]], heldout: set[str], resam
             ),
         }
     return {
+        "engine": judge.describe(),
         "wikieval_all": pair_figures(wikieval, recs, resamples, 0),
         "wikieval_outside_v2_fit": pair_figures([wikieval[k] for k in inside], [recs[k] for k in inside], resamples, 0),
         "most_probable_level_share": by_level,
@@ -175,9 +181,11 @@ def markdown(record: dict[str, Any]) -> str:
     for n in names:
         for q, c in rd[n]["cases"].items():
             s = c["scores"]
+            top = c["most_probable"]
             lines.append(
                 f"- {n}, {q} {s['direct']:.2f} / {s['padded']:.2f} / {s['misses']:.2f} / {s['off']:.2f}"
-                f"{'' if c['holds'] else ' (does not hold)'}"
+                f" (most probable levels {top['direct']} / {top['padded']} / {top['misses']} / {top['off']})"
+                f"{'' if c['holds'] else ', does not hold'}"
             )
     return "\n".join(lines) + "\n"
 

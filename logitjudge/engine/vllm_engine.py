@@ -194,6 +194,8 @@ class VllmEngine(Engine):
             "fingerprint": self.fingerprint,
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "calibration_origin": self.calibration.origin if self.calibration is not None else None,
+            "heads": [],  # vLLM returns no hidden states: no trained heads
+            "head_evaluators": {},
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_model_len": self.backend.max_model_len,

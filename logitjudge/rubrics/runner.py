@@ -51,7 +51,9 @@ __all__ = [
     "finish_plan",
     "fitted_warning",
     "fitted_warnings",
+    "head_trained_for",
     "own_head",
+    "other_version_note",
     "with_head_fallbacks",
     "lowest_option_mass",
     "check_thresholds",
@@ -280,10 +282,11 @@ def lowest_option_mass(answered: Sequence[Answered]) -> float | None:
 
 
 def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Mapping[str, Any]) -> str:
-    """The ``x_warning`` of a result answered by ``fallback`` because the engine has no head for ``defn``."""
+    """The ``x_warning`` of a result answered by ``fallback`` because the engine has no head for
+    ``defn`` (none of its name, or one trained on another evaluator's question)."""
     assert defn.head is not None
     return (
-        f"{defn.name}@{defn.version} reads a trained head {defn.head.name!r}, and none is loaded for "
+        f"{defn.name}@{defn.version} reads a trained head {defn.head.name!r}, and none trained for it is loaded for "
         f"{engine.get('model')!r}: answered by {fallback.name}@{fallback.version} instead. Train one for this "
         f"model with `logitjudge fit --evaluator {defn.name}` and pass it with --heads "
         "(docs/guides/evaluate.md, 'Train a head')."
@@ -304,17 +307,33 @@ def reads_own_head(defn: EvaluatorDef) -> bool:
     )
 
 
-def own_head(defn: EvaluatorDef, heads: Sequence[str], engine: Mapping[str, Any]) -> bool:
-    """True when a loaded head named after ``defn`` reads its question
-    (:func:`reads_own_head`): the engine has one (``heads``) and it was trained on this very
-    version's question (``engine["head_evaluators"]``, from its folder; a head that does not say
-    is taken as trained on it). A head trained for ``answer_relevancy@3`` does not read
-    ``answer_relevancy@1``'s question, nor does the per-entity head of ``context_entity_recall``
-    read version 1's score question."""
-    if defn.name not in heads or not reads_own_head(defn):
+def head_trained_for(defn: EvaluatorDef, head: str, heads: Sequence[str], engine: Mapping[str, Any]) -> bool:
+    """True when the engine has the head called ``head`` loaded (``heads``) and it was trained on
+    ``defn``'s very version (``engine["head_evaluators"]``, from its folder; a head that does
+    not say is taken as trained on it)."""
+    if head not in heads:
         return False
-    trained_for = (engine.get("head_evaluators") or {}).get(defn.name)
+    trained_for = (engine.get("head_evaluators") or {}).get(head)
     return trained_for is None or trained_for == f"{defn.name}@{defn.version}"
+
+
+def own_head(defn: EvaluatorDef, heads: Sequence[str], engine: Mapping[str, Any]) -> bool:
+    """True when a loaded head named after ``defn`` reads its question (:func:`reads_own_head`)
+    and was trained on this version's question (:func:`head_trained_for`): a head trained for
+    ``answer_relevancy@1`` does not read another version's question, nor does the per-entity
+    head of ``context_entity_recall@3`` read version 1's score question."""
+    return reads_own_head(defn) and head_trained_for(defn, defn.name, heads, engine)
+
+
+def other_version_note(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str:
+    """The ``x_warning`` of a result whose evaluator has a loaded head of its name trained on
+    another version's question (so the head is not read)."""
+    trained_for = (engine.get("head_evaluators") or {}).get(defn.name)
+    return (
+        f"the loaded head {defn.name!r} was trained on {trained_for}'s question, not "
+        f"{defn.name}@{defn.version}'s: it is not read here. Select {trained_for}, or train a head for this "
+        f"version with `logitjudge fit --evaluator {defn.name}@{defn.version}`."
+    )
 
 
 def with_head_fallbacks(
@@ -322,13 +341,16 @@ def with_head_fallbacks(
 ) -> ItemPlan:
     """``plan`` with the engine's trained heads applied (in place, and returned):
 
-    - an evaluator whose definition names a head the engine lacks (``head``) is replaced by its
+    - an evaluator whose definition names a head the engine lacks, or has loaded trained on
+      another evaluator's question (``head``, :func:`head_trained_for`), is replaced by its
       fallback version (``head.fallback``; its questions rebuilt, its results noted with
       :func:`head_fallback_warning`);
     - an evaluator without a ``head`` of its own but with a loaded head of its name, trained on
       its question (:func:`own_head`: a head you trained on your labels) has its question read
       by that head, and its ``contrast`` twin is not asked: the score is the head's P(yes) (or
-      its levels' E[level] / top).
+      its levels' E[level] / top). When that head was trained on another version's question,
+      the catalogue's current version is answered without it and its results say so
+      (:func:`other_version_note`; a version selected by number is not noted).
 
     Raises:
         KeyError: the fallback version is not in ``registry``.
@@ -341,8 +363,10 @@ def with_head_fallbacks(
                     plan.questions[qid] = replace(plan.questions[qid], head=defn.name)
                     plan.contrast.pop(qid, None)
                 plan.owners[k] = (Selected(defn.model_copy(update={"contrast": None}), sel.explicit), ids)
+            elif defn.name in heads and reads_own_head(defn) and registry.evaluators.get(defn.name) == defn:
+                plan.notes[defn.name] = other_version_note(defn, engine)
             continue
-        if defn.head.name in heads:
+        if head_trained_for(defn, defn.head.name, heads, engine):
             continue
         fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
         plan.drop(ids)

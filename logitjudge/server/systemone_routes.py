@@ -130,14 +130,15 @@ class ServerState:
         another engine than the one served, by ``"<name>@<version>"``
         (:func:`logitjudge.rubrics.runner.fitted_warnings`); computed and logged once, on first use."""
         from logitjudge.rubrics.registry import default_registry
-        from logitjudge.rubrics.runner import fitted_warnings, head_fallback_warning
+        from logitjudge.rubrics.runner import fitted_warnings, head_fallback_warning, head_trained_for
 
         registry, engine = default_registry(), self.judge.describe()
         found = fitted_warnings(registry, engine)
         for warning in found.values():
             logger.warning("%s", warning)
+        heads = tuple(engine.get("heads") or ())
         for defn in registry.evaluators.values():  # current versions that read a head this engine lacks
-            if defn.head is not None and defn.head.name not in (engine.get("heads") or ()):
+            if defn.head is not None and not head_trained_for(defn, defn.head.name, heads, engine):
                 fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
                 logger.warning("%s", head_fallback_warning(defn, fallback, engine))
         return found

@@ -244,7 +244,9 @@ def test_fit_without_the_gold_a_head_needs_names_it(tmp_path, capsys, evaluator,
 def test_a_head_reads_only_the_version_it_was_trained_on(tiny_llama):
     """The per-entity head of context_entity_recall@3 (a yes/no) is not read for version 1's
     score question of the same name (it was, and answered with an error); a head whose folder
-    names no evaluator is taken as trained on the version asked."""
+    names no evaluator is taken as trained on the version asked; a head of an evaluator's name
+    trained on another version is not read: the version naming it falls back, with a warning,
+    and the current version of an evaluator reading its own head answers without it, saying so."""
     import dataclasses
 
     from logitjudge.judge import Judge
@@ -270,5 +272,18 @@ def test_a_head_reads_only_the_version_it_was_trained_on(tiny_llama):
         engine.set_heads({"context_entity_recall": unsaid})
         assert engine.describe()["head_evaluators"] == {"context_entity_recall": None}
         assert own_head(v1, ["context_entity_recall"], engine.describe())
+        # a head of the name trained on another version's question: version 3 answers by its fallback
+        other = dataclasses.replace(head, meta={**head.meta, "evaluator": "context_entity_recall@1"})
+        engine.set_heads({"context_entity_recall": other})
+        res = Judge(engine).evaluate([data[0]], ["context_entity_recall"]).results[0].results
+        assert res["context_entity_recall"].version == "2"
+        assert "none trained for it is loaded" in (res["context_entity_recall"].x_warning or "")
+        # a head you trained on faithfulness@1's question is not read by the current version, which says so
+        mine = dataclasses.replace(head, name="faithfulness", meta={**head.meta, "evaluator": "faithfulness@1"})
+        engine.set_heads({"faithfulness": mine})
+        item = {"input": "Where?", "output": "In town.", "context": ["The river is in town."]}
+        res = Judge(engine).evaluate([item], ["faithfulness"]).results[0].results["faithfulness"]
+        assert res.status == "ok" and "trained on faithfulness@1's question" in (res.x_warning or "")
+        assert res.x_p_yes_with_context is not None  # its contrast twin was asked: no head read it
     finally:
         engine.set_heads(None)
