@@ -242,3 +242,31 @@ def test_the_server_falls_back_too():
         got = client.post("/api/v1/evaluate", json=body).json()
     res = got["results"]["chunk_support"]
     assert res["version"] == "3" and "logitjudge fit" in res["x_warning"]
+
+
+def test_the_server_falls_back_from_a_head_trained_on_another_question(caplog):
+    """A head of the right name trained on another evaluator version's question: the server logs
+    the fallback at start and answers with the fallback version; one trained on the version
+    asked (or not saying) is used."""
+    import logging
+
+    from fastapi.testclient import TestClient
+    from support.scripted import ScriptedEngine
+
+    from logitjudge.judge import Judge
+    from logitjudge.server.app import create_app
+
+    engine = ScriptedEngine(lambda s, q: [1.0] * len(q.options), heads=["chunk_support"])
+    engine.head_evaluators = {"chunk_support": "chunk_support@2"}
+    with caplog.at_level(logging.WARNING, logger="logitjudge.server"):
+        app = create_app(Judge(engine))
+    logged = [r.getMessage() for r in caplog.records if r.name == "logitjudge.server"]
+    assert any("chunk_support@4 reads a trained head 'chunk_support', and none trained for it" in m for m in logged)
+    body = {"output": "Tokens are free.", "context": ["Tokens are free."], "evaluators": ["chunk_support"]}
+    with TestClient(app) as client:
+        res = client.post("/api/v1/evaluate", json=body).json()["results"]["chunk_support"]
+    assert res["version"] == "3" and "none trained for it" in res["x_warning"]
+    engine.head_evaluators = {"chunk_support": "chunk_support@4"}
+    with TestClient(create_app(Judge(engine))) as client:
+        res = client.post("/api/v1/evaluate", json=body).json()["results"]["chunk_support"]
+    assert res["version"] == "4" and "x_warning" not in res
