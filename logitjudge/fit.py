@@ -105,7 +105,7 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, labe
       for a one-chunk row), the chunk as the state and the question about the whole output; for
       ``entity_recall`` (``context_entity_recall``) per entity the rules leave to the model,
       labelled by ``gold.entities`` and ``gold.present``.
-    - An evaluator of one question over the whole item (:func:`~logitjudge.rubrics.runner.reads_own_head`:
+    - An evaluator of one question over the whole item (:func:`~logitjudge.rubrics.head_plan.reads_own_head`:
       ``probability`` or ``rubric`` scoring, e.g. ``faithfulness``): the item's state and the
       evaluator's question, labelled by ``gold[label_key]`` (a bool for a yes/no question, an
       option name, or a level index). Rows without that label are skipped.
@@ -113,8 +113,8 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, labe
     Raises:
         ValueError: the evaluator cannot read a head, or a gold label names no option (named).
     """
+    from logitjudge.rubrics.head_plan import reads_own_head
     from logitjudge.rubrics.questions import build_questions
-    from logitjudge.rubrics.runner import reads_own_head
 
     if defn.head is None and not reads_own_head(defn):
         raise ValueError(

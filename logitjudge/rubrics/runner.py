@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from logitjudge.contract.evaluate import EvaluateUsage, EvaluatorResult, Item, ItemResult
@@ -34,6 +34,7 @@ from logitjudge.engine.question_types import question_type
 from logitjudge.engine.types import EngineRequest, EngineResult, Question
 from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
+from logitjudge.rubrics.head_plan import with_head_fallbacks
 from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.kinds import kind_of
 from logitjudge.rubrics.questions import MAIN_GROUP, Group, Planned, QuestionKey
@@ -51,10 +52,6 @@ __all__ = [
     "finish_plan",
     "fitted_warning",
     "fitted_warnings",
-    "head_trained_for",
-    "own_head",
-    "other_version_note",
-    "with_head_fallbacks",
     "lowest_option_mass",
     "check_thresholds",
     "run_plans",
@@ -93,7 +90,7 @@ class ItemPlan:
     each chunk alone, a content-free chunk, or a state of some fields only."""
     notes: dict[str, str] = field(default_factory=dict)
     """An ``x_warning`` per evaluator name from planning (a head-read evaluator answered by its
-    fallback version: :func:`with_head_fallbacks`)."""
+    fallback version: :func:`~logitjudge.rubrics.head_plan.with_head_fallbacks`)."""
 
     def add(self, sel: Selected, planned: Planned) -> None:
         """Take ``sel``'s questions (its kind's :meth:`~logitjudge.rubrics.kinds.base.ScoringKind.questions`):
@@ -281,101 +278,6 @@ def lowest_option_mass(answered: Sequence[Answered]) -> float | None:
     return min(masses) if masses else None
 
 
-def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Mapping[str, Any]) -> str:
-    """The ``x_warning`` of a result answered by ``fallback`` because the engine has no head for
-    ``defn`` (none of its name, or one trained on another evaluator's question)."""
-    assert defn.head is not None
-    return (
-        f"{defn.name}@{defn.version} reads a trained head {defn.head.name!r}, and none trained for it is loaded for "
-        f"{engine.get('model')!r}: answered by {fallback.name}@{fallback.version} instead. Train one for this "
-        f"model with `logitjudge fit --evaluator {defn.name}` and pass it with --heads "
-        "(docs/guides/evaluate.md, 'Train a head')."
-    )
-
-
-def reads_own_head(defn: EvaluatorDef) -> bool:
-    """True when a head named after ``defn`` (trained by ``logitjudge fit --evaluator NAME`` on your
-    labels) can read its question: one typed question over the whole item (a kind that says so,
-    :attr:`~logitjudge.rubrics.kinds.base.ScoringKind.reads_own_head`: ``probability`` or
-    ``rubric`` scoring, not over a state of ``state_fields``)."""
-    kind = kind_of(defn)
-    return (
-        defn.head is None
-        and kind.reads_own_head
-        and not (kind.per_chunk or kind.per_claim)
-        and defn.state_fields is None
-    )
-
-
-def head_trained_for(defn: EvaluatorDef, head: str, heads: Sequence[str], engine: Mapping[str, Any]) -> bool:
-    """True when the engine has the head called ``head`` loaded (``heads``) and it was trained on
-    ``defn``'s very version (``engine["head_evaluators"]``, from its folder; a head that does
-    not say is taken as trained on it)."""
-    if head not in heads:
-        return False
-    trained_for = (engine.get("head_evaluators") or {}).get(head)
-    return trained_for is None or trained_for == f"{defn.name}@{defn.version}"
-
-
-def own_head(defn: EvaluatorDef, heads: Sequence[str], engine: Mapping[str, Any]) -> bool:
-    """True when a loaded head named after ``defn`` reads its question (:func:`reads_own_head`)
-    and was trained on this version's question (:func:`head_trained_for`): a head trained for
-    ``answer_relevancy@1`` does not read another version's question, nor does the per-entity
-    head of ``context_entity_recall@3`` read version 1's score question."""
-    return reads_own_head(defn) and head_trained_for(defn, defn.name, heads, engine)
-
-
-def other_version_note(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str:
-    """The ``x_warning`` of a result whose evaluator has a loaded head of its name trained on
-    another version's question (so the head is not read)."""
-    trained_for = (engine.get("head_evaluators") or {}).get(defn.name)
-    return (
-        f"the loaded head {defn.name!r} was trained on {trained_for}'s question, not "
-        f"{defn.name}@{defn.version}'s: it is not read here. Select {trained_for}, or train a head for this "
-        f"version with `logitjudge fit --evaluator {defn.name}@{defn.version}`."
-    )
-
-
-def with_head_fallbacks(
-    plan: ItemPlan, heads: Sequence[str], registry: Registry, engine: Mapping[str, Any]
-) -> ItemPlan:
-    """``plan`` with the engine's trained heads applied (in place, and returned):
-
-    - an evaluator whose definition names a head the engine lacks, or has loaded trained on
-      another evaluator's question (``head``, :func:`head_trained_for`), is replaced by its
-      fallback version (``head.fallback``; its questions rebuilt, its results noted with
-      :func:`head_fallback_warning`);
-    - an evaluator without a ``head`` of its own but with a loaded head of its name, trained on
-      its question (:func:`own_head`: a head you trained on your labels) has its question read
-      by that head, and its ``contrast`` twin is not asked: the score is the head's P(yes) (or
-      its levels' E[level] / top). When that head was trained on another version's question,
-      the catalogue's current version is answered without it and its results say so
-      (:func:`other_version_note`; a version selected by number is not noted).
-
-    Raises:
-        KeyError: the fallback version is not in ``registry``.
-    """
-    for k, (sel, ids) in enumerate(plan.owners):
-        defn = sel.definition
-        if defn.head is None:
-            if own_head(defn, heads, engine):
-                for qid in ids:
-                    plan.questions[qid] = replace(plan.questions[qid], head=defn.name)
-                    plan.contrast.pop(qid, None)
-                plan.owners[k] = (Selected(defn.model_copy(update={"contrast": None}), sel.explicit), ids)
-            elif defn.name in heads and reads_own_head(defn) and registry.evaluators.get(defn.name) == defn:
-                plan.notes[defn.name] = other_version_note(defn, engine)
-            continue
-        if head_trained_for(defn, defn.head.name, heads, engine):
-            continue
-        fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
-        plan.drop(ids)
-        plan.add(Selected(fallback, sel.explicit), kind_of(fallback).questions(fallback, plan.item))
-        plan.owners[k] = plan.owners.pop()
-        plan.notes[defn.name] = head_fallback_warning(defn, fallback, engine)
-    return plan
-
-
 @dataclass
 class _Collected:
     """An item's answers by key, and why the questions without one have none."""
@@ -561,11 +463,9 @@ def run_plans(
             yield p, {key: got for (pid, key), got in by_plan.items() if pid == id(p)}
         batch.clear()
 
-    heads = tuple(engine.get("heads") or ())
-
     def answered() -> Iterator[_Responses]:
         for plan in plans:
-            batch.append(with_head_fallbacks(plan, heads, registry, engine))
+            batch.append(with_head_fallbacks(plan, registry, engine))
             if len(batch) >= max(1, batch_size):
                 yield from flush()
         if batch:

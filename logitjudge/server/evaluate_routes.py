@@ -51,6 +51,7 @@ from logitjudge.errors import InvalidRequestError, LogitJudgeError
 from logitjudge.rubrics.aggregate import gold_of, summarize
 from logitjudge.rubrics.debias import MIN_BATCH, DebiasMode
 from logitjudge.rubrics.definitions import ITEM_FIELDS
+from logitjudge.rubrics.head_plan import with_head_fallbacks
 from logitjudge.rubrics.registry import default_registry
 from logitjudge.rubrics.runner import (
     WIRE_MODEL,
@@ -60,7 +61,6 @@ from logitjudge.rubrics.runner import (
     debiased,
     finish_plan,
     plan_item,
-    with_head_fallbacks,
 )
 from logitjudge.server.errors import ERROR_RESPONSES
 from logitjudge.server.judgelike import ServedJudge
@@ -137,8 +137,7 @@ def _plan(body: EvaluateRequest, state: ServerState) -> tuple[list[ItemPlan], bo
         ]
         batch = True
     engine = describe(state.judge)
-    heads = tuple(engine.get("heads") or ())
-    plans = [with_head_fallbacks(p, heads, registry, engine) for p in plans]  # before the limits count them
+    plans = [with_head_fallbacks(p, registry, engine) for p in plans]  # before the limits count them
     check_questions_per_item([p.n_questions() for p in plans], batch, state.limits)
     return plans, batch
 

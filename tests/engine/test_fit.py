@@ -250,7 +250,7 @@ def test_a_head_reads_only_the_version_it_was_trained_on(tiny_llama):
     import dataclasses
 
     from logitjudge.judge import Judge
-    from logitjudge.rubrics.runner import own_head
+    from logitjudge.rubrics.head_plan import own_head
 
     engine = tiny_llama
     registry = default_registry()
@@ -265,13 +265,13 @@ def test_a_head_reads_only_the_version_it_was_trained_on(tiny_llama):
         described = engine.describe()
         assert described["head_evaluators"] == {"context_entity_recall": "context_entity_recall@3"}
         v1 = registry.get("context_entity_recall@1")
-        assert not own_head(v1, described["heads"], described)
+        assert not own_head(v1, described)
         res = Judge(engine).evaluate([data[0]], ["context_entity_recall@1"]).results[0].results
         assert res["context_entity_recall"].status == "ok" and res["context_entity_recall"].version == "1"
         unsaid = dataclasses.replace(head, meta={k: v for k, v in head.meta.items() if k != "evaluator"})
         engine.set_heads({"context_entity_recall": unsaid})
         assert engine.describe()["head_evaluators"] == {"context_entity_recall": None}
-        assert own_head(v1, ["context_entity_recall"], engine.describe())
+        assert own_head(v1, engine.describe())
         # a head of the name trained on another version's question: version 3 answers by its fallback
         other = dataclasses.replace(head, meta={**head.meta, "evaluator": "context_entity_recall@1"})
         engine.set_heads({"context_entity_recall": other})
