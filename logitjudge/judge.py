@@ -17,7 +17,8 @@ engine requests and returns engine results.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,17 @@ class Judge:
         the same as :meth:`run_batch`.
         """
         return self.run_batch(requests)
+
+    def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
+        """Tokens the forward passes of ``requests`` will hold (0: the backend cannot tell); a
+        request that would fail counts 0 (:class:`~logitjudge.rubrics.judgelike.ReportsTokens`)."""
+        return self.engine.planned_tokens(requests)
+
+    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+        """A context in which ``callback(tokens)`` is called as forward passes progress, layer by
+        layer; it yields False where the backend cannot report (vLLM). What ``logitjudge
+        evaluate``'s bar moves by inside a long call."""
+        return self.engine.counting_tokens(callback)
 
     def ask_many(
         self, requests: Sequence[dict[str, Any] | schemas.SystemOneRequest]

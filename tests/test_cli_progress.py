@@ -1,64 +1,16 @@
-"""``logitjudge evaluate``'s bar moves inside an engine call (per decoder layer), not per batch."""
+"""``logitjudge evaluate``'s bar without an engine that reports tokens, and in a log file (the bar
+moving inside an engine call: ``tests/engine/test_counting_tokens.py``)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-import torch
-
 from logitjudge.cli.progress import ItemProgress
 
 
-class _Layer(torch.nn.Module):
-    def forward(self, hidden):  # (batch, tokens, width)
-        return hidden + 1
-
-
-class _LM(torch.nn.Module):
-    def __init__(self, n_layers: int = 4) -> None:
-        super().__init__()
-        self.model = SimpleNamespace(layers=torch.nn.ModuleList(_Layer() for _ in range(n_layers)))
-
-
-class _Judge:
-    """answer_many: one forward per request over its tokens, recording the bar after each."""
-
-    default_rotations = 1
-
-    def __init__(self, progress_ref: list[ItemProgress]) -> None:
-        self.engine = SimpleNamespace(plan=lambda req: SimpleNamespace(n_tokens=req), lm=SimpleNamespace(model=_LM()))
-        self.seen: list[float] = []
-        self.progress_ref = progress_ref
-
-    def answer_many(self, requests):
-        for n in requests:
-            hidden = torch.zeros(1, n, 2)
-            for layer in self.engine.lm.model.model.layers:
-                hidden = layer(hidden)
-            self.seen.append(self.progress_ref[0].bar.n)
-        return [f"result {n}" for n in requests]
-
-
-def test_the_bar_moves_within_one_batch_and_lands_on_whole_items():
-    ref: list[ItemProgress] = []
-    judge = _Judge(ref)
-    progress = ItemProgress(total=4, initial=0, pending=4, batch_size=4)
-    ref.append(progress)
-    wrapped = progress.wrap(judge)
-    assert wrapped.default_rotations == 1  # everything else is forwarded
-    out = wrapped.answer_many([10, 10, 10, 10])  # one call: the four items of one batch
-    assert out == ["result 10"] * 4
-    assert 0 < judge.seen[0] < judge.seen[1] < judge.seen[2] < 4  # moved before the call returned
-    assert judge.seen[0] == 1.0  # a quarter of the tokens = one of four items
-    for _ in range(4):
-        progress.item_written()
-    assert progress.bar.n == 4
-    progress.close()
-
-
-def test_without_hooks_the_bar_moves_per_call():
+def test_a_judge_that_does_not_report_tokens_moves_the_bar_per_call():
     progress = ItemProgress(total=3, initial=1, pending=2, batch_size=8, disable=False)
-    judge = SimpleNamespace(answer_many=lambda reqs: list(reqs))  # no engine: nothing to hook
+    judge = SimpleNamespace(answer_many=lambda reqs: list(reqs))  # no planned_tokens/counting_tokens
     assert progress.wrap(judge).answer_many([1, 2]) == [1, 2]
     assert progress.bar.n == 3
     progress.close()

@@ -2,13 +2,15 @@
 
 Items reach the engine in batches (``--batch-size``, one ``answer_many`` call each), and a batch
 of long items can take minutes on a CPU. So the bar does not wait for a batch's results: while a
-call runs, forward hooks on the model's decoder layers count the tokens processed, and the bar
-advances by the share of the call's planned tokens done (times the items in the call, capped
-below the next whole item). When the results arrive the bar is set to the items written. The
-postfix shows tokens per second.
+call runs, a judge that reports tokens (:class:`~logitjudge.rubrics.judgelike.ReportsTokens`,
+which :class:`logitjudge.Judge` is: the engine counts the tokens each decoder layer processes)
+moves the bar by the share of the call's planned tokens done (times the items in the call,
+capped below the next whole item). When the results arrive the bar is set to the items written.
+The postfix shows tokens per second.
 
-Where no hooks can be set (the vLLM backend, a ``--judge-factory`` judge without a torch model),
-the bar moves as each batch's results arrive. Through a server (``evaluate --server``) it moves per
+Where the judge cannot report (the vLLM backend, a ``--judge-factory`` judge without
+:class:`~logitjudge.rubrics.judgelike.ReportsTokens`), the bar moves as each batch's results
+arrive. Through a server (``evaluate --server``) it moves per
 item as each call's rows are written, and the tokens come from the items' ``usage``.
 
 Where stderr is not a terminal (a log file, CI), the bar is redrawn (a carriage return, as on a
@@ -20,7 +22,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
+
+from logitjudge.rubrics.judgelike import ReportsTokens
 
 if TYPE_CHECKING:
     from logitjudge.engine.calibration import Scaling
@@ -34,19 +39,6 @@ LOG_INTERVAL_S = 30.0
 """Seconds between redraws of the bar when stderr is not a terminal."""
 
 _BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total_fmt} items [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
-
-
-def _decoder_layers(model: Any) -> list[Any]:
-    """The decoder layers of a transformers causal LM (``model.model.layers`` and kin), else ``[model]``."""
-    for path in ("model.layers", "model.decoder.layers", "transformer.h", "gpt_neox.layers", "layers"):
-        obj = model
-        for attr in path.split("."):
-            obj = getattr(obj, attr, None)
-            if obj is None:
-                break
-        if obj is not None and hasattr(obj, "__len__") and len(obj) > 0:
-            return list(obj)
-    return [model] if hasattr(model, "register_forward_hook") else []
 
 
 class ItemProgress:
@@ -118,53 +110,21 @@ class ItemProgress:
     def call(self, judge: JudgeLike, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         in_flight = max(1, min(self.batch_size, self.pending - self.engine_done))
         base = max(self.written, self.engine_done)
-        planned = _planned_tokens(judge, requests)
-        layers = _decoder_layers(getattr(getattr(getattr(judge, "engine", None), "lm", None), "model", None))
+        planned = judge.planned_tokens(requests) if isinstance(judge, ReportsTokens) else 0
         seen = [0.0]
 
-        def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], _out: Any) -> None:
-            hidden = args[0] if args else kwargs.get("hidden_states")
-            shape = getattr(hidden, "shape", None)
-            if shape is None or len(shape) < 2:
-                return
-            tokens = float(shape[0] * shape[1]) / len(layers)
+        def on_tokens(tokens: float) -> None:
             seen[0] += tokens
             self.tokens += tokens
-            if planned:
-                self._show(base + min(0.95, seen[0] / planned) * in_flight)
+            self._show(base + min(0.95, seen[0] / planned) * in_flight)
 
-        handles = []
-        if planned:
-            for layer in layers:
-                try:
-                    handles.append(layer.register_forward_hook(hook, with_kwargs=True))
-                except (AttributeError, TypeError):
-                    break
+        counting = judge.counting_tokens(on_tokens) if planned and isinstance(judge, ReportsTokens) else nullcontext()
         try:
-            return judge.answer_many(requests)
+            with counting:
+                return judge.answer_many(requests)
         finally:
-            for h in handles:
-                h.remove()
             self.engine_done = min(self.pending, base + in_flight)
             self._show(self.engine_done)
-
-
-def _planned_tokens(judge: JudgeLike, requests: Sequence[EngineRequest]) -> int:
-    """Tokens the engine plans for ``requests`` (0 when it cannot tell: the bar then moves per call).
-
-    A :class:`logitjudge.Judge` over the transformers engine can tell (``judge.engine.plan``); the
-    engine is no part of :class:`~logitjudge.rubrics.judgelike.JudgeLike`, hence the probes here
-    and in :meth:`ItemProgress.call`."""
-    plan = getattr(getattr(judge, "engine", None), "plan", None)
-    if plan is None:
-        return 0
-    total = 0
-    for req in requests:
-        try:
-            total += plan(req).n_tokens
-        except Exception:  # the request's own error comes back from answer_many
-            continue
-    return total
 
 
 class _ProgressJudge:

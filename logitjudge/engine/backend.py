@@ -31,7 +31,8 @@ This module imports no torch: the server names the type without loading a model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -71,6 +72,17 @@ class Backend(Protocol):
             EngineError: the engine failed the whole batch (``OverloadedError`` out of memory,
                 ``EngineDeadError``).
         """
+        ...
+
+    def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
+        """Tokens the forward passes of ``requests`` will hold (0: this backend cannot tell);
+        a request that would fail counts 0."""
+        ...
+
+    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+        """A context in which ``callback(tokens)`` is called as forward passes progress (the
+        tokens processed since the last call); it yields whether this backend reports at all
+        (False: ``callback`` is never called, as on vLLM)."""
         ...
 
     def set_calibration(self, calibration: Calibration | None) -> None:

@@ -23,7 +23,8 @@ import collections
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -462,6 +463,26 @@ class Engine:
         """:meth:`read` without the tapped states."""
         scores, labels, _ = self.read(plans, strategy)
         return scores, labels
+
+    def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
+        """Tokens the plans of ``requests`` hold (state plus every view of every question, as
+        :attr:`RequestPlan.n_tokens`); a request that would fail counts 0. What a progress bar
+        measures a call's :meth:`counting_tokens` against."""
+        total = 0
+        for req in requests:
+            try:
+                total += self.plan(req).n_tokens
+            except LogitJudgeError:  # the request's own error comes back from run_batch
+                continue
+        return total
+
+    @contextmanager
+    def counting_tokens(self, callback: Callable[[float], None]) -> Iterator[bool]:
+        """While open, ``callback(tokens)`` as forward passes move through the model, layer by
+        layer (:meth:`Runner.counting_tokens <logitjudge.engine.runner.Runner.counting_tokens>`).
+        Yields True: this backend reports tokens while a call runs."""
+        with self.runner.counting_tokens(callback):
+            yield True
 
     def counters(self) -> dict[str, Any]:
         """Cumulative counters for ``/metrics`` (plain numbers): forwards per runner path

@@ -12,7 +12,9 @@ A :class:`QuestionTypeDef` states in one place what a question type is:
   one label per displayed option) with a :class:`~logitjudge.engine.prompt.PromptBuilder`
   (:class:`PromptParts`);
 - its answer fields on the ``POST /v1/systemone`` wire (``wire_fields``; ``None``: an engine
-  type, not on the wire).
+  type, not on the wire), and the way back (``read_gold``): a wire answer's distribution and the
+  index of a labelled row's gold answer in it, what calibration and Brier/ECE are measured on
+  (:mod:`logitjudge.rubrics.samples`).
 
 The engine validates (:meth:`QuestionTypeDef.check`), renders (``engine.prompt``), counts views
 (``engine.prompt``, ``engine.scheduler``'s token estimate, ``engine.decision``), calibrates
@@ -28,7 +30,7 @@ A.5/A.6); the answer fields' formulas are :mod:`logitjudge.engine.answers` (spec
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -96,6 +98,13 @@ WireFields = Callable[[Question, Sequence[float]], dict[str, Any]]
 """``wire_fields(question, probabilities) -> fields``: the answer's fields on the wire, computed
 from the one final distribution (request order), without ``type`` and ``x_option_mass``."""
 
+ReadGold = Callable[[Mapping[str, Any], Any], "tuple[tuple[float, ...], int] | None"]
+"""``read_gold(answer, gold) -> (probabilities, gold index) | None``: from a wire answer of the
+type (``{"type": ..., "noul": ...}`` or ``{..., "probabilities": {...}}``) and a labelled row's
+gold answer (noul: a bool; choice: an option's name; score: a level's index), the distribution
+over the options in a fixed order and the index of the gold option in it; ``None`` when the
+answer or the gold does not fit the type."""
+
 
 @dataclass(frozen=True)
 class QuestionTypeDef:
@@ -115,6 +124,8 @@ class QuestionTypeDef:
             calibration, and only this engine's prompt renders it.
         calibrated: an engine calibration may scale this type's answers.
         wire_fields: the answer's fields on the ``POST /v1/systemone`` wire, or ``None``.
+        read_gold: ``(wire answer, gold answer) -> (distribution, gold index)``, or ``None``
+            (:data:`ReadGold`).
     """
 
     name: str
@@ -127,6 +138,7 @@ class QuestionTypeDef:
     likelihood: bool = False
     calibrated: bool = True
     wire_fields: WireFields | None = None
+    read_gold: ReadGold | None = None
 
     def check(self, question: Question, i: int) -> None:
         """Validate a question of this type (``i``: its index in the request, for the message).
@@ -315,15 +327,51 @@ def _score_fields(question: Question, probs: Sequence[float]) -> dict[str, Any]:
     }
 
 
+# -- labelled answers: wire answer + gold -> (distribution, gold index) -------------------------
+
+
+def _noul_gold(answer: Mapping[str, Any], gold: Any) -> tuple[tuple[float, ...], int] | None:
+    if not isinstance(gold, bool) or answer.get("noul") is None:
+        return None
+    return answer_fields.noul_distribution(float(answer["noul"])), 0 if gold else 1
+
+
+def _choice_gold(answer: Mapping[str, Any], gold: Any) -> tuple[tuple[float, ...], int] | None:
+    probs = answer.get("probabilities")
+    if not isinstance(probs, Mapping) or str(gold) not in probs:
+        return None
+    names = list(probs)
+    return tuple(float(probs[k]) for k in names), names.index(str(gold))
+
+
+def _score_gold(answer: Mapping[str, Any], gold: Any) -> tuple[tuple[float, ...], int] | None:
+    probs = answer.get("probabilities")
+    if not isinstance(probs, Mapping) or not isinstance(gold, int) or isinstance(gold, bool):
+        return None
+    levels = sorted(probs, key=int)  # the wire's level names are 0..L-1
+    return (tuple(float(probs[k]) for k in levels), gold) if 0 <= gold < len(levels) else None
+
+
 # -- the records ------------------------------------------------------------------------------
 
-NOUL = QuestionTypeDef("noul", 2, 2, render_noul, option_names=("true", "false"), wire_fields=_noul_fields)
+NOUL = QuestionTypeDef(
+    "noul", 2, 2, render_noul, option_names=("true", "false"), wire_fields=_noul_fields, read_gold=_noul_gold
+)
 """Yes/no: the probability of ``true`` (spec A.6.2)."""
 CHOICE = QuestionTypeDef(
-    "choice", 2, MAX_CHOICE_OPTIONS, render_choice, rotates=True, order_free=True, wire_fields=_choice_fields
+    "choice",
+    2,
+    MAX_CHOICE_OPTIONS,
+    render_choice,
+    rotates=True,
+    order_free=True,
+    wire_fields=_choice_fields,
+    read_gold=_choice_gold,
 )
 """One of 2..255 named options (spec A.6.3)."""
-SCORE = QuestionTypeDef("score", 2, MAX_SCORE_LEVELS, render_score, rotates=True, wire_fields=_score_fields)
+SCORE = QuestionTypeDef(
+    "score", 2, MAX_SCORE_LEVELS, render_score, rotates=True, wire_fields=_score_fields, read_gold=_score_gold
+)
 """One of 2..10 ordered levels, lowest first (spec A.6.4)."""
 CONTINUATION = QuestionTypeDef("continuation", 1, 1, render_continuation, likelihood=True, calibrated=False)
 """The engine's likelihood readout: ``log P(text | state, instructions)`` (rubrics use it)."""

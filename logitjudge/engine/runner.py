@@ -26,6 +26,8 @@ side, so tests can assert which path ran at which length.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -131,6 +133,31 @@ class Runner:
         """Layers (1..N, see :mod:`logitjudge.engine.heads`) whose states every read also carries."""
         self._tapped: dict[int, torch.Tensor] = {}  # layer -> (B, L, H) of the latest forward
         self.n_layers = int(getattr(model.config, "num_hidden_layers", 0) or len(getattr(self.decoder, "layers", ())))
+
+    @contextmanager
+    def counting_tokens(self, callback: Callable[[float], None]) -> Iterator[None]:
+        """While open, ``callback(tokens)`` as each forward pass moves through the model.
+
+        Forward hooks on the decoder layers report, after each layer, the tokens its input held
+        (batch x length, padding included) divided by the number of layers: one forward over
+        ``T`` token slots adds ``T`` in all, in as many steps as the model has layers. A model
+        without a ``layers`` list reports once per forward, after the whole decoder. A prefix
+        taken from the state cache runs no forward, so it adds nothing.
+        """
+        layers = list(getattr(self.decoder, "layers", None) or [self.decoder])
+
+        def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], _out: Any) -> None:
+            hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("input_ids"))
+            shape: tuple[int, ...] = tuple(getattr(hidden, "shape", ()))
+            if len(shape) >= 2:
+                callback(float(shape[0] * shape[1]) / len(layers))
+
+        handles = [layer.register_forward_hook(hook, with_kwargs=True) for layer in layers]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
 
     @property
     def flex(self) -> bool:

@@ -27,7 +27,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -247,6 +248,12 @@ class VllmEngine(Engine):
             )
         logger.info("self-check: vLLM alone vs with siblings, max |dp| = %.2e", diff)
         return diff
+
+    @contextmanager
+    def counting_tokens(self, callback: Callable[[float], None]) -> Iterator[bool]:
+        """Yields False: vLLM runs its forward passes in its own engine, out of reach of hooks
+        (``callback`` is never called; a progress bar moves as calls return)."""
+        yield False
 
     def counters(self) -> dict[str, Any]:
         """No runner paths or state cache here: vLLM's prefix cache holds states across requests

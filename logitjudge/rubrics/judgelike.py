@@ -12,12 +12,17 @@ reads every member directly: a stand-in judge declares them all (``check_model``
 every name, ``default_rotations = 1``, ``evaluator_scalings = {}`` where it has none).
 ``isinstance(obj, JudgeLike)`` checks that the members exist (not their signatures).
 
+:class:`ReportsTokens` is optional: a judge with it (``logitjudge.Judge`` has it) lets
+``logitjudge evaluate``'s bar move inside a long engine call, by the tokens its forward passes
+have processed; without it the bar moves as calls return.
+
 This module imports no torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
     from logitjudge.engine.types import EngineRequest, EngineResult
     from logitjudge.errors import LogitJudgeError
 
-__all__ = ["JudgeLike"]
+__all__ = ["JudgeLike", "ReportsTokens"]
 
 
 @runtime_checkable
@@ -57,4 +62,18 @@ class JudgeLike(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Model, device, dtype, strategy and limits (what result files record as the engine)."""
+        ...
+
+
+@runtime_checkable
+class ReportsTokens(Protocol):
+    """A judge that reports the tokens its forward passes process (see :class:`logitjudge.Judge`)."""
+
+    def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
+        """Tokens the forward passes of ``requests`` will hold (0: cannot tell)."""
+        ...
+
+    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+        """A context in which ``callback(tokens)`` is called as forward passes progress; it yields
+        whether it reports at all."""
         ...

@@ -64,6 +64,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from logitjudge.engine.answers import noul_distribution
+from logitjudge.engine.question_types import QUESTION_TYPES
 from logitjudge.rubrics.aggregate import expected_calibration_error
 from logitjudge.rubrics.scoring import rubric_score
 
@@ -224,22 +225,14 @@ class Sample:
 
 
 def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> Sample | None:
-    kind = answer.get("type")
-    if kind == "noul" and isinstance(gold, bool):
-        p = float(answer["noul"])
-        return Sample(rid, name, "noul", noul_distribution(p), 0 if gold else 1)
-    probs = answer.get("probabilities")
-    if not isinstance(probs, Mapping):
+    """A System One answer's labelled distribution, read by its question type's record
+    (:attr:`~logitjudge.engine.question_types.QuestionTypeDef.read_gold`)."""
+    spec = QUESTION_TYPES.get(str(answer.get("type")))
+    labelled = spec.read_gold(answer, gold) if spec is not None and spec.read_gold is not None else None
+    if labelled is None or spec is None:
         return None
-    if kind == "choice":
-        keys = list(probs)
-        if str(gold) in keys:
-            return Sample(rid, name, "choice", tuple(float(probs[k]) for k in keys), keys.index(str(gold)))
-    if kind == "score" and isinstance(gold, int) and not isinstance(gold, bool):
-        levels = sorted(probs, key=int)
-        if 0 <= gold < len(levels):
-            return Sample(rid, name, "score", tuple(float(probs[k]) for k in levels), gold)
-    return None
+    probs, gold_index = labelled
+    return Sample(rid, name, spec.name, probs, gold_index)
 
 
 def _level_distribution(probs: Any) -> tuple[float, ...] | None:

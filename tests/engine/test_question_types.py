@@ -110,3 +110,32 @@ def test_the_first_bad_question_is_the_one_reported(tiny_llama):
         tiny_llama.plan(EngineRequest(STATE, (three, unknown)))
     assert err.value.field == ("questions", 0, "criteria")
     assert estimate_tokens(EngineRequest(STATE, (unknown,))) > 0  # the estimate leaves the refusal to the engine
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "gold", "gold_index"),
+    [
+        ("noul", ("true", "false"), False, 1),
+        ("choice", ("supports", "contradicts", "unrelated"), "contradicts", 1),
+        ("score", ("0", "1", "2", "3"), 2, 2),
+    ],
+)
+def test_a_wire_answer_reads_back_with_its_gold_option(name, options, gold, gold_index):
+    """``read_gold`` is the way back from ``wire_fields``: the distribution the wire carries
+    (noul: P(true) and its complement) and the index of a labelled row's gold answer in it."""
+    spec = question_type(name)
+    probs = (
+        (0.6, 0.4) if name == "noul" else tuple(p / sum(range(1, len(options) + 1)) for p in range(1, len(options) + 1))
+    )
+    question = Question(name, "Is it so?", tuple(Option(o, f"level {o}") for o in options))
+    wire = {"type": name, **spec.wire_fields(question, probs)}
+    got, index = spec.read_gold(wire, gold)
+    assert got == pytest.approx(probs) and index == gold_index
+
+
+def test_a_gold_answer_that_does_not_fit_the_type_reads_as_none():
+    assert question_type("noul").read_gold({"type": "noul", "noul": 0.7}, "yes") is None  # not a bool
+    assert question_type("choice").read_gold({"probabilities": {"a": 0.5, "b": 0.5}}, "c") is None  # no such option
+    assert question_type("score").read_gold({"probabilities": {"0": 0.5, "1": 0.5}}, 2) is None  # no such level
+    assert question_type("score").read_gold({"probabilities": {"0": 0.5, "1": 0.5}}, True) is None  # a bool
+    assert question_type("continuation").read_gold is None  # not on the wire

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Question, Text, Usage
@@ -81,6 +82,12 @@ class ScriptedEngine:
     def set_heads(self, heads: dict[str, Head] | None) -> None:
         self.heads = tuple(sorted(heads or {}))
         self.head_evaluators = {n: h.meta.get("evaluator") for n, h in (heads or {}).items()}
+
+    def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
+        return 0  # no forward passes to count
+
+    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+        return nullcontext(False)
 
     def counters(self) -> dict[str, Any]:
         return {}
