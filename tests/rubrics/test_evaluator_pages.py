@@ -119,6 +119,16 @@ def test_answer_relevancy_page(main_judge):
     assert fluff.passed is False and fluff.score < res.score
 
 
+def test_answer_relevancy_page_expected_level_rounds_to_2(main_judge):
+    """The padded answer's expected level is nearer 2 than 1 or 3 (1.5 <= E[level] < 2.5) and it
+    fails. The levels behind it are split, not level 2: on the default model most of the mass is
+    on level 1 with the rest on level 3 (docs/reference/evaluators.md), so the label, floored to
+    one decimal, reads 1.6 or 1.7 where the page shows 2.2 (the strict xfail below)."""
+    res = _one(main_judge, {"input": NODE_QUESTION, "output": PADDED}, "answer_relevancy")
+    expected = sum(int(level) * p for level, p in res.probabilities.items())
+    assert 1.5 <= expected < 2.5 and res.passed is False
+
+
 @pytest.mark.xfail(strict=True, reason=f"answer_relevancy@2 rates the padded answer 1.6 / 3; {KNOWN_GAP}")
 def test_answer_relevancy_page_level_is_2(main_judge):
     res = _one(main_judge, {"input": NODE_QUESTION, "output": PADDED}, "answer_relevancy")
