@@ -30,9 +30,8 @@ from logitjudge.engine.types import EngineRequest, Option, Question
 from logitjudge.judge import wire_to_engine
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
 sys.path.append(str(ROOT / "benchmarks"))  # the result helper
-from _results import run_metadata  # noqa: E402
+from _results import RESULTS, run_metadata, write_result  # noqa: E402
 
 STRATEGIES = ("packed", "prefix_packed", "prefix_rows")
 
@@ -126,9 +125,7 @@ def main() -> None:
     lines += [f"| {d} | " + " | ".join(f"{r[c]:.1e}" for c in checks) + " |" for d, r in rows.items()]
     md = "\n".join(lines) + "\n"
     print(md)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"dtype-parity-{device}.json").write_text(json.dumps({**header, "max_abs_dp": rows}, indent=2) + "\n")
-    (RESULTS / f"dtype-parity-{device}.md").write_text(md)
+    write_result(RESULTS, f"dtype-parity-{device}", {**header, "max_abs_dp": rows}, md)
 
 
 if __name__ == "__main__":

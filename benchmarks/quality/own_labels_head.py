@@ -25,7 +25,6 @@ length does not give the label away; HaluEval QA (the default) shows what a leng
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))
-from _results import DATA, RESULTS, run_metadata  # noqa: E402
+from _results import DATA, RESULTS, run_metadata, write_result  # noqa: E402
 
 from logitjudge.fit import classification_report, default_layers, extract, fit_head, head_examples  # noqa: E402
 from logitjudge.judge import Judge  # noqa: E402
@@ -97,12 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         "metadata": run_metadata(device=str(engine.describe().get("device", "cpu"))),
     }
     slug = judge.model_name.split("/")[-1].lower()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    out = args.out_dir / f"own-labels-faithfulness-{args.rows.parent.name}-{slug}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
+    md = write_result(args.out_dir, f"own-labels-faithfulness-{args.rows.parent.name}-{slug}", record, markdown(record))
     print(markdown(record))
-    print(f"wrote {out} and {out.with_suffix('.md')}")
+    print(f"wrote {md.with_suffix('.json')} and {md}")
     return 0
 
 

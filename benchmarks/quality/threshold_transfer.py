@@ -32,7 +32,9 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # quality.py beside it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 
+from _results import RESULTS, write_result  # noqa: E402
 from quality import best_threshold_accuracy  # noqa: E402
 
 from logitjudge.engine.answers import noul_distribution  # noqa: E402
@@ -47,7 +49,6 @@ from logitjudge.engine.calibration import (  # noqa: E402
 from logitjudge.rubrics.samples import bootstrap_interval, item_group  # noqa: E402
 from logitjudge.rubrics.scoring import contrast_probability  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 MODEL = "qwen2.5-coder-1.5b-instruct"
 SOURCES = {  # source -> the committed run of the default model that holds its faithfulness v2 scores
     "halueval_qa": "contrast-haluqa",
@@ -179,9 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     result["command"] = " ".join(
         ["python", "benchmarks/quality/threshold_transfer.py", *(sys.argv[1:] if argv is None else argv)]
     )
-    stem = Path(args.out_dir) / f"threshold-transfer-{MODEL}"
-    stem.parent.joinpath(stem.name + ".json").write_text(json.dumps(result, indent=1) + "\n")
-    stem.parent.joinpath(stem.name + ".md").write_text(markdown(result))  # not with_suffix: "1.5b" has a dot
+    write_result(Path(args.out_dir), f"threshold-transfer-{MODEL}", result, markdown(result))
     print(markdown(result))
     return 0
 

@@ -50,7 +50,7 @@ from logitjudge.engine.types import EngineRequest
 from logitjudge.settings import MAIN_MODEL
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # benchmarks/: the result helper
-from _results import RESULTS, ROOT, run_metadata  # noqa: E402
+from _results import RESULTS, ROOT, run_metadata, write_result  # noqa: E402
 
 LLAMACPP_PY = ROOT / ".venv-llamacpp" / "bin" / "python"
 
@@ -255,8 +255,7 @@ def main() -> None:
 
 
 def write(record: dict[str, Any], out: Path) -> None:
-    Path(f"{out}.json").write_text(json.dumps(record, indent=1) + "\n")
-    Path(f"{out}.md").write_text(markdown(record))
+    write_result(out.parent, out.name, record, markdown(record))
     print(markdown(record))
 
 
