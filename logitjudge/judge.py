@@ -240,7 +240,7 @@ class Judge:
         request that would fail counts 0 (:class:`~logitjudge.rubrics.judgelike.ReportsTokens`)."""
         return self.engine.planned_tokens(requests)
 
-    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> AbstractContextManager[bool]:
         """A context in which ``callback(tokens)`` is called as forward passes progress, layer by
         layer; it yields False where the backend cannot report (vLLM). What ``logitjudge
         evaluate``'s bar moves by inside a long call."""

@@ -79,7 +79,7 @@ class Backend(Protocol):
         a request that would fail counts 0."""
         ...
 
-    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> AbstractContextManager[bool]:
         """A context in which ``callback(tokens)`` is called as forward passes progress (the
         tokens processed since the last call); it yields whether this backend reports at all
         (False: ``callback`` is never called, as on vLLM)."""

@@ -465,19 +465,24 @@ class Engine:
         return scores, labels
 
     def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
-        """Tokens the plans of ``requests`` hold (state plus every view of every question, as
-        :attr:`RequestPlan.n_tokens`); a request that would fail counts 0. What a progress bar
-        measures a call's :meth:`counting_tokens` against."""
+        """Tokens the forward passes of ``requests`` will hold: each plan's
+        :attr:`RequestPlan.n_tokens` (state plus every view of every question), less the state
+        where the state cache holds it and the strategy reads it from there. A request that
+        would fail counts 0. What a progress bar measures a call's :meth:`counting_tokens`
+        against; requests sharing a state that is not cached yet count it once each, though it
+        runs once."""
+        reuses_cache = self.strategy in ("auto", "prefix_packed", "prefix_rows")
         total = 0
         for req in requests:
             try:
-                total += self.plan(req).n_tokens
+                plan = self.plan(req)
             except LogitJudgeError:  # the request's own error comes back from run_batch
                 continue
+            total += plan.n_tokens - (len(plan.prefix) if reuses_cache and self.runner.cached(plan) else 0)
         return total
 
     @contextmanager
-    def counting_tokens(self, callback: Callable[[float], None]) -> Iterator[bool]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> Iterator[bool]:
         """While open, ``callback(tokens)`` as forward passes move through the model, layer by
         layer (:meth:`Runner.counting_tokens <logitjudge.engine.runner.Runner.counting_tokens>`).
         Yields True: this backend reports tokens while a call runs."""

@@ -135,24 +135,29 @@ class Runner:
         self.n_layers = int(getattr(model.config, "num_hidden_layers", 0) or len(getattr(self.decoder, "layers", ())))
 
     @contextmanager
-    def counting_tokens(self, callback: Callable[[float], None]) -> Iterator[None]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> Iterator[None]:
         """While open, ``callback(tokens)`` as each forward pass moves through the model.
 
-        Forward hooks on the decoder layers report, after each layer, the tokens its input held
-        (batch x length, padding included) divided by the number of layers: one forward over
-        ``T`` token slots adds ``T`` in all, in as many steps as the model has layers. A model
-        without a ``layers`` list reports once per forward, after the whole decoder. A prefix
-        taken from the state cache runs no forward, so it adds nothing.
+        Forward hooks on the decoder layers report, after each layer, its share of the token
+        slots of its input (batch x length, padding included), split in whole tokens: one forward
+        over ``T`` slots adds exactly ``T`` in all, in as many steps as the model has layers. A
+        model without a ``layers`` list reports once per forward, after the whole decoder. A
+        prefix taken from the state cache runs no forward, so it adds nothing.
         """
         layers = list(getattr(self.decoder, "layers", None) or [self.decoder])
+        n = len(layers)
 
-        def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], _out: Any) -> None:
-            hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("input_ids"))
-            shape: tuple[int, ...] = tuple(getattr(hidden, "shape", ()))
-            if len(shape) >= 2:
-                callback(float(shape[0] * shape[1]) / len(layers))
+        def hook_for(i: int) -> Callable[..., None]:
+            def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], _out: Any) -> None:
+                hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("input_ids"))
+                shape: tuple[int, ...] = tuple(getattr(hidden, "shape", ()))
+                if len(shape) >= 2:
+                    slots = int(shape[0]) * int(shape[1])
+                    callback(slots * (i + 1) // n - slots * i // n)
 
-        handles = [layer.register_forward_hook(hook, with_kwargs=True) for layer in layers]
+            return hook
+
+        handles = [layer.register_forward_hook(hook_for(i), with_kwargs=True) for i, layer in enumerate(layers)]
         try:
             yield
         finally:

@@ -250,7 +250,7 @@ class VllmEngine(Engine):
         return diff
 
     @contextmanager
-    def counting_tokens(self, callback: Callable[[float], None]) -> Iterator[bool]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> Iterator[bool]:
         """Yields False: vLLM runs its forward passes in its own engine, out of reach of hooks
         (``callback`` is never called; a progress bar moves as calls return)."""
         yield False

@@ -133,7 +133,12 @@ def _read_table(path: Path, kind: str) -> Iterator[dict[str, Any]]:
             for row in csv.DictReader(fh):
                 yield {k: (v if v != "" else None) for k, v in row.items()}
         return
-    frame = pd.read_parquet(path) if kind == "parquet" else pd.read_csv(path)
+    try:
+        frame = pd.read_parquet(path) if kind == "parquet" else pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return  # no columns at all: read_rows reports a file without rows
+    except pd.errors.ParserError as exc:
+        raise DataError(f"{path}: not a readable CSV table ({exc})") from None
     for record in frame.to_dict(orient="records"):
         yield {str(k): _finite(v.tolist() if hasattr(v, "tolist") else v) for k, v in record.items()}
 
@@ -143,7 +148,8 @@ def read_rows(path: str | Path, *, limit: int | None = None) -> list[dict[str, A
 
     Raises:
         DataError: unreadable file, a line that is not a JSON object, a malformed list cell
-            (named by row and column), or a missing reader.
+            (named by row and column), a missing reader, or no rows at all (unless ``limit``
+            is 0).
     """
     p = Path(path)
     if not p.exists():
@@ -166,6 +172,8 @@ def read_rows(path: str | Path, *, limit: int | None = None) -> list[dict[str, A
             out.append(row)
     except UnicodeDecodeError as exc:
         raise DataError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not out and limit != 0:
+        raise DataError(f"{p}: no rows (the file is empty or holds only blank lines)")
     return out
 
 

@@ -73,7 +73,7 @@ class ReportsTokens(Protocol):
         """Tokens the forward passes of ``requests`` will hold (0: cannot tell)."""
         ...
 
-    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> AbstractContextManager[bool]:
         """A context in which ``callback(tokens)`` is called as forward passes progress; it yields
         whether it reports at all."""
         ...

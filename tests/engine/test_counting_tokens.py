@@ -18,23 +18,26 @@ def _requests(n: int) -> list[EngineRequest]:
     return [EngineRequest(f"Report {i}: the sky was blue all day. " * 5, questions) for i in range(n)]
 
 
-@pytest.mark.parametrize("kind", ["llama", "mamba"])  # packed rows; one row per question, a token per step
+# a prefix and packed branches; sliding windows (4 layers, 3 tokens do not split evenly); a token per step
+@pytest.mark.parametrize("kind", ["llama", "gemma3", "mamba"])
 def test_the_tokens_counted_are_the_tokens_planned(make_tiny, kind):
     judge = Judge(make_tiny(kind))
     assert isinstance(judge, ReportsTokens)
     requests = _requests(3)
     planned = judge.planned_tokens(requests)
-    counted: list[float] = []
+    counted: list[int] = []
     with judge.counting_tokens(counted.append) as live:
         judge.answer_many(requests)
     assert live is True
-    assert sum(counted) == planned > 0
+    assert sum(counted) == planned > 0 and all(isinstance(t, int) for t in counted)  # whole tokens
     assert len(counted) % judge.engine.runner.n_layers == 0  # one report per decoder layer per forward
-    again: list[float] = []
+    cached = judge.planned_tokens(requests)  # the states are in the state cache now ...
+    assert 0 < cached < planned if kind != "gemma3" else cached == planned  # ... except after packed rows
+    again: list[int] = []
     with judge.counting_tokens(again.append):
         judge.answer_many(requests)
-    assert 0 < sum(again) < planned  # the states come from the state cache: no forward over them
-    after: list[float] = []
+    assert sum(again) == cached  # no forward over the cached states, and none planned
+    after: list[int] = []
     judge.answer_many(requests)  # closed: nothing reported
     assert after == []
 

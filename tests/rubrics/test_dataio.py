@@ -112,3 +112,28 @@ def test_run_record_round_trip(tmp_path):
     written.write_text("[1]")
     with pytest.raises(DataError, match="not a JSON object"):
         dataio.read_run_record(out)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [("e.jsonl", ""), ("blank.jsonl", "\n  \n\n"), ("header.csv", "question,answer\n"), ("e.csv", "")],
+)
+def test_a_file_without_rows_is_an_error_naming_it(tmp_path, name, text):
+    """An empty input is a mistake (a wrong path, a failed export), not an evaluation of nothing."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{name}: no rows"):
+        read_rows(path)
+    assert read_rows(path, limit=0) == []  # asked for none
+
+
+def test_evaluate_stops_on_a_file_without_rows(tmp_path):
+    import subprocess
+
+    path = tmp_path / "empty.jsonl"
+    path.write_text("", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    cmd = [sys.executable, "-m", "logitjudge.cli", "evaluate", str(path), "--evaluators", "RAG", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "empty.jsonl: no rows" in done.stderr
+    assert not out.exists()

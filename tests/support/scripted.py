@@ -86,7 +86,7 @@ class ScriptedEngine:
     def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
         return 0  # no forward passes to count
 
-    def counting_tokens(self, callback: Callable[[float], None]) -> AbstractContextManager[bool]:
+    def counting_tokens(self, callback: Callable[[int], None]) -> AbstractContextManager[bool]:
         return nullcontext(False)
 
     def counters(self) -> dict[str, Any]:
