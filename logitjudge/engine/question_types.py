@@ -144,7 +144,8 @@ class QuestionTypeDef:
         """Validate a question of this type (``i``: its index in the request, for the message).
 
         Raises:
-            InvalidRequestError: an option count out of range, or (likelihood) a blank text or
+            InvalidRequestError: an option count out of range, a name given to two options (their
+                probabilities would share one key on the wire), or (likelihood) a blank text or
                 rotations; the error's field is ``questions[i].criteria``.
         """
         n = len(question.options)
@@ -167,6 +168,12 @@ class QuestionTypeDef:
             raise InvalidRequestError(
                 f"questions[{i}].criteria: a {self.name} needs {self.min_options}..{self.max_options} {noun}, got {n}",
                 field=where,
+            )
+        names = [render_text(o.name) for o in question.options]
+        if len(set(names)) != n:
+            repeated = sorted({x for x in names if names.count(x) > 1})
+            raise InvalidRequestError(
+                f"questions[{i}].criteria: option names must be distinct; repeated: {repeated}", field=where
             )
 
     def n_views(self, question: Question) -> int:

@@ -139,3 +139,15 @@ def test_a_gold_answer_that_does_not_fit_the_type_reads_as_none():
     assert question_type("score").read_gold({"probabilities": {"0": 0.5, "1": 0.5}}, 2) is None  # no such level
     assert question_type("score").read_gold({"probabilities": {"0": 0.5, "1": 0.5}}, True) is None  # a bool
     assert question_type("continuation").read_gold is None  # not on the wire
+
+
+@pytest.mark.parametrize("name", ["choice", "score"])
+def test_two_options_with_one_name_are_a_request_error(name, tiny_llama):
+    """Through the typed API (the wire's criteria are a JSON object, so names cannot repeat there):
+    two options named alike would share one key of ``probabilities``."""
+    question = Question(name, "Which?", (Option("A", "first"), Option("B", "second"), Option("A", "third")))
+    with pytest.raises(
+        InvalidRequestError, match=r"questions\[0\]\.criteria: option names must be distinct.*'A'"
+    ) as err:
+        tiny_llama.plan(EngineRequest(STATE, (question,)))
+    assert err.value.field == ("questions", 0, "criteria")
