@@ -138,11 +138,10 @@ class Runner:
     def counting_tokens(self, callback: Callable[[int], None]) -> Iterator[None]:
         """While open, ``callback(tokens)`` as each forward pass moves through the model.
 
-        Forward hooks on the decoder layers report, after each layer, its share of the token
-        slots of its input (batch x length, padding included), split in whole tokens: one forward
-        over ``T`` slots adds exactly ``T`` in all, in as many steps as the model has layers. A
-        model without a ``layers`` list reports once per forward, after the whole decoder. A
-        prefix taken from the state cache runs no forward, so it adds nothing.
+        Hooks on the decoder layers report, after each layer, its share in whole tokens of its
+        input's slots (batch x length, padding included): a forward over ``T`` slots adds ``T``,
+        in one step per layer (one per forward without a ``layers`` list). A prefix taken from
+        the state cache runs no forward, so it adds nothing.
         """
         layers = list(getattr(self.decoder, "layers", None) or [self.decoder])
         n = len(layers)
