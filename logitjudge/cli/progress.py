@@ -110,17 +110,20 @@ class ItemProgress:
     def call(self, judge: JudgeLike, requests: Sequence[EngineRequest]) -> list[EngineResult | LogitJudgeError]:
         in_flight = max(1, min(self.batch_size, self.pending - self.engine_done))
         base = max(self.written, self.engine_done)
-        planned = judge.planned_tokens(requests) if isinstance(judge, ReportsTokens) else 0
-        seen = [0.0]
+        planned, seen = [0], [0]
 
-        def on_tokens(tokens: float) -> None:
+        def on_tokens(tokens: int) -> None:
             seen[0] += tokens
             self.tokens += tokens
-            self._show(base + min(0.95, seen[0] / planned) * in_flight)
+            if planned[0]:
+                self._show(base + min(0.95, seen[0] / planned[0]) * in_flight)
 
-        counting = judge.counting_tokens(on_tokens) if planned and isinstance(judge, ReportsTokens) else nullcontext()
+        reporter = judge if isinstance(judge, ReportsTokens) else None
+        counting = reporter.counting_tokens(on_tokens) if reporter is not None else nullcontext(False)
         try:
-            with counting:
+            with counting as live:
+                if live and reporter is not None:  # planned only where tokens will be reported
+                    planned[0] = reporter.planned_tokens(requests)
                 return judge.answer_many(requests)
         finally:
             self.engine_done = min(self.pending, base + in_flight)

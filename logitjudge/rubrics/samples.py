@@ -228,11 +228,10 @@ def _typed_sample(rid: str, name: str, answer: Mapping[str, Any], gold: Any) -> 
     """A System One answer's labelled distribution, read by its question type's record
     (:attr:`~logitjudge.engine.question_types.QuestionTypeDef.read_gold`)."""
     spec = QUESTION_TYPES.get(str(answer.get("type")))
-    labelled = spec.read_gold(answer, gold) if spec is not None and spec.read_gold is not None else None
-    if labelled is None or spec is None:
+    if spec is None or spec.read_gold is None:
         return None
-    probs, gold_index = labelled
-    return Sample(rid, name, spec.name, probs, gold_index)
+    labelled = spec.read_gold(answer, gold)
+    return Sample(rid, name, spec.name, *labelled) if labelled is not None else None
 
 
 def _level_distribution(probs: Any) -> tuple[float, ...] | None:
