@@ -50,6 +50,7 @@ __all__ = [
     "UnsupportedInputError",
     "UnsupportedModelError",
     "CalibrationMismatchError",
+    "AdapterError",
     "ConfigurationError",
     "EngineError",
     "OverloadedError",
@@ -226,6 +227,15 @@ class HeadMismatchError(UnsupportedModelError):
     def __init__(self, message: str, *, mismatch: dict[str, tuple[object, object]] | None = None) -> None:
         super().__init__(message, field=("heads",))  # the --heads / Judge.load argument
         self.mismatch = mismatch or {}
+
+
+class AdapterError(UnsupportedModelError):
+    """A branch adapter cannot be used: a missing or malformed file, a plain LoRA (it would change
+    the state's keys and values), a refused option, weights for another model, or one trained for
+    another fingerprint or prompt version. ``field`` names the file and key, e.g.
+    ``("adapter_config.json", "alora_invocation_tokens")``."""
+
+    error_type = "unsupported_model"
 
 
 class ConfigurationError(LogitJudgeError):

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.adapters import BranchAdapter
 from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
@@ -165,6 +166,7 @@ class Engine:
             state_dtype=self.state_dtype,
         )
         self.path_counts: collections.Counter[str] = collections.Counter()
+        self._adapters: dict[str, BranchAdapter] = {}
         self.readout = Readout(lm.model)
         self.readout.decision_head = getattr(self.prompt, "head", None)  # a checkpoint's own head (engine.interop)
 
@@ -251,6 +253,8 @@ class Engine:
             "calibration": self.calibration.digest if self.calibration is not None else None,
             "calibration_origin": self.calibration.origin if self.calibration is not None else None,
             "heads": sorted(self.heads),
+            "adapters": list(self.runner.adapters.names),
+            "adapter_evaluators": {a.name: a.binding.get("evaluator") for a in self.adapters.values()},
             "head_evaluators": {n: h.meta.get("evaluator") for n, h in sorted(self.heads.items())},
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
@@ -298,6 +302,29 @@ class Engine:
         taps = tuple(sorted({x for head in heads.values() for x in head.layers}))
         self.readout.heads, self.readout.taps, self.runner.taps = heads, taps, taps
 
+    @property
+    def adapters(self) -> dict[str, BranchAdapter]:
+        """The branch adapters questions may name (:attr:`~logitjudge.engine.types.Question.adapter`)."""
+        return dict(self._adapters)
+
+    def set_adapters(self, adapters: Sequence[BranchAdapter] | None) -> None:
+        """Install branch adapters (:mod:`logitjudge.engine.adapters`) for questions that name
+        them (``None`` or empty removes them). Installed adapters add nothing to a forward whose
+        tokens none of them runs; the state cache is kept (states never run an adapter).
+
+        Raises:
+            AdapterError: one is bound to another fingerprint or prompt version.
+            InvalidRequestError: two share a name.
+        """
+        adapters = list(adapters or ())
+        names = [a.name for a in adapters]
+        if len(set(names)) != len(names):
+            raise InvalidRequestError(f"adapters: two adapters share a name ({names})", field=("adapters",))
+        for adapter in adapters:
+            adapter.check(self.describe())
+        self.runner.adapters.install(adapters, device=self.lm.device, dtype=self.lm.dtype)
+        self._adapters = {a.name: a for a in adapters}
+
     def _check_head(self, q: Question, i: int) -> None:
         """A question that names a head: the head is loaded, reads this type and these options."""
         where = ("questions", i, "head")
@@ -340,6 +367,12 @@ class Engine:
         for i, (q, spec) in enumerate(zip(request.questions, specs)):
             if q.head is not None:
                 self._check_head(q, i)
+            if q.adapter is not None and q.adapter not in self._adapters:
+                raise InvalidRequestError(
+                    f"questions[{i}].adapter: no adapter {q.adapter!r} loaded "
+                    f"(loaded: {sorted(self._adapters) or 'none'})",
+                    field=("questions", i, "adapter"),
+                )
             views = self.prompt.views(q, request.state, prefix_ids)
             questions.append(
                 QuestionPlan(
@@ -350,6 +383,7 @@ class Engine:
                     self.prompt.temperature(q.type),
                     head=q.head,
                     option_names=tuple(str(o.name) for o in q.options),
+                    adapter=-1 if q.adapter is None else self.runner.adapters.slot(q.adapter),
                 )
             )
         plan = RequestPlan(prefix, tuple(questions))

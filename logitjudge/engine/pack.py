@@ -45,6 +45,8 @@ class QuestionPlan:
     """The trained head that reads this question (:attr:`~logitjudge.engine.types.Question.head`)."""
     option_names: tuple[str, ...] = ()
     """The options' names in request order (a head's classes are matched to them by name)."""
+    adapter: int = -1
+    """The slot of the branch adapter its tokens run (:mod:`logitjudge.engine.adapters`); -1: none."""
 
     @cached_property
     def stem(self) -> int:
@@ -91,6 +93,8 @@ class Segment:
     tokens: tuple[int, ...]
     parent: int
     start_pos: int
+    adapter: int = -1
+    """The adapter slot its tokens run (-1: the base weights; a prefix is always -1)."""
 
 
 @dataclass
@@ -118,9 +122,9 @@ class Tree:
     reads: list[tuple[int, int]] = field(default_factory=list)
     labels: list[LabelTerm] = field(default_factory=list)
 
-    def add(self, tokens: tuple[int, ...], parent: int) -> int:
+    def add(self, tokens: tuple[int, ...], parent: int, adapter: int = -1) -> int:
         start = 0 if parent < 0 else self.segments[parent].start_pos + len(self.segments[parent].tokens)
-        self.segments.append(Segment(tokens, parent, start))
+        self.segments.append(Segment(tokens, parent, start, adapter))
         return len(self.segments) - 1
 
     def read(self, segment: int, offset: int) -> int:
@@ -147,18 +151,18 @@ def add_request(
         q = plan.questions[qi]
         parent, k = root, q.stem
         if k:  # the views' common first tokens, once
-            parent = tree.add(q.views[0].branch[:k], root)
+            parent = tree.add(q.views[0].branch[:k], root, q.adapter)
             if root < 0:
                 tree.segments[parent].start_pos = len(plan.prefix)
         for vi, view in enumerate(q.views):
-            seg = tree.add(view.branch[k:], parent)
+            seg = tree.add(view.branch[k:], parent, q.adapter)
             if parent < 0:
                 tree.segments[seg].start_pos = len(plan.prefix)
             last = tree.read(seg, len(view.branch) - k - 1)
             for label, option in zip(view.labels, view.option_index):
                 terms = [(last, label[0])]
                 if len(label) > 1:
-                    cont = tree.add(label[:-1], seg)
+                    cont = tree.add(label[:-1], seg, q.adapter)
                     terms += [(tree.read(cont, i), label[i + 1]) for i in range(len(label) - 1)]
                 tree.labels.append(LabelTerm(request_index, qi, vi, option, terms))
 
@@ -173,6 +177,7 @@ class PackedRow:
         segment_ids: (L,) the segment of each token.
         ancestors: (n_seg, n_seg) bool, ``[s, t]`` true when t is s or an ancestor of s.
         read_index: (R,) row index of each read position, in read order.
+        adapter_ids: (L,) the adapter slot each token runs (-1: base weights).
     """
 
     input_ids: torch.Tensor
@@ -180,6 +185,7 @@ class PackedRow:
     segment_ids: torch.Tensor
     ancestors: torch.Tensor
     read_index: torch.Tensor
+    adapter_ids: torch.Tensor = field(default_factory=lambda: torch.empty(0, dtype=torch.long))
 
 
 def lay_out(tree: Tree) -> PackedRow:
@@ -187,10 +193,12 @@ def lay_out(tree: Tree) -> PackedRow:
     ids: list[int] = []
     pos: list[int] = []
     seg_ids: list[int] = []
+    adapters: list[int] = []
     offsets: list[int] = []
     for s, seg in enumerate(tree.segments):
         offsets.append(len(ids))
         ids += seg.tokens
+        adapters += [seg.adapter] * len(seg.tokens)
         pos += range(seg.start_pos, seg.start_pos + len(seg.tokens))
         seg_ids += [s] * len(seg.tokens)
     n = len(tree.segments)
@@ -205,6 +213,7 @@ def lay_out(tree: Tree) -> PackedRow:
         segment_ids=torch.tensor(seg_ids, dtype=torch.long),
         ancestors=anc,
         read_index=torch.tensor(reads, dtype=torch.long),
+        adapter_ids=torch.tensor(adapters, dtype=torch.long),
     )
 
 

@@ -12,7 +12,7 @@ import torch
 
 from logitjudge.engine.pack import LabelTerm, RequestPlan
 
-__all__ = ["Reads", "groups_tag", "one_row", "relabel", "rows_of", "shift_labels"]
+__all__ = ["Reads", "groups_tag", "one_row", "relabel", "row_adapters", "rows_of", "shift_labels"]
 
 
 @dataclass
@@ -88,3 +88,12 @@ def rows_of(plan: RequestPlan, request: int) -> tuple[list[tuple[tuple[int, ...]
                 labels.append(LabelTerm(request, qi, vi, opt, [(n_reads + k, lab[k]) for k in range(len(lab))]))
                 n_reads += len(lab)
     return rows, labels
+
+
+def row_adapters(plan: RequestPlan) -> list[int]:
+    """The adapter slot of each row of :func:`rows_of` (same order; -1: none)."""
+    out: list[int] = []
+    for q in plan.questions:
+        for view in q.views:
+            out += [q.adapter] * (1 if all(len(lab) == 1 for lab in view.labels) else len(view.labels))
+    return out

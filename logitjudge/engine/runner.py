@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.adapters import AdapterSlots
 from logitjudge.engine.attention import flex_block_mask
 from logitjudge.engine.config import STRATEGIES, EngineConfig
 from logitjudge.engine.pack import (
@@ -45,7 +46,7 @@ from logitjudge.engine.pack import (
     padded_allowed,
 )
 from logitjudge.engine.precision import state_autocast, upcast_cache
-from logitjudge.engine.rows import Reads, groups_tag, one_row, relabel, rows_of, shift_labels
+from logitjudge.engine.rows import Reads, groups_tag, one_row, relabel, row_adapters, rows_of, shift_labels
 from logitjudge.engine.state_cache import StateCache, can_repeat, fork_cache, output_cache, repeat_cache
 
 PREFIX_GROUP_TOKENS = 256
@@ -133,6 +134,8 @@ class Runner:
         """Layers (1..N, see :mod:`logitjudge.engine.heads`) whose states every read also carries."""
         self._tapped: dict[int, torch.Tensor] = {}  # layer -> (B, L, H) of the latest forward
         self.n_layers = int(getattr(model.config, "num_hidden_layers", 0) or len(getattr(self.decoder, "layers", ())))
+        self.adapters = AdapterSlots(model)
+        """The branch adapters questions may run (:mod:`logitjudge.engine.adapters`)."""
 
     @contextmanager
     def counting_tokens(self, callback: Callable[[int], None]) -> Iterator[None]:
@@ -208,7 +211,16 @@ class Runner:
             return {t: additive_mask(allowed_for(w), self.dtype).to(self.device) for t, w in self.windows.items()}
         return additive_mask(allowed_for(self.windows), self.dtype).to(self.device)
 
-    def _decode(self, input_ids: torch.Tensor, position_ids: torch.Tensor, cache: Any = None, **kw: Any) -> Any:
+    def _decode(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        cache: Any = None,
+        adapter_ids: torch.Tensor | None = None,
+        **kw: Any,
+    ) -> Any:
+        """One decoder forward; ``adapter_ids`` (shaped like ``input_ids``): each token's adapter
+        slot, -1 or ``None`` for the base weights (:meth:`AdapterSlots.tokens`)."""
         if cache is not None:
             kw[self.cache_kw] = cache
         hooks = []
@@ -224,7 +236,10 @@ class Runner:
 
             hooks.append(self.decoder.layers[layer - 1].register_forward_hook(keep))
         try:
-            return self.decoder(input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw)
+            with self.adapters.tokens(adapter_ids):
+                return self.decoder(
+                    input_ids=input_ids.to(self.device), position_ids=position_ids.to(self.device), **kw
+                )
         finally:
             for hook in hooks:
                 hook.remove()
@@ -364,11 +379,12 @@ class Runner:
         width = max(r.input_ids.numel() for r in rows)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)  # (B, W)
         pos = torch.zeros((len(rows), width), dtype=torch.long)  # (B, W)
+        slots = torch.full((len(rows), width), -1, dtype=torch.long)  # (B, W)
         for b, r in enumerate(rows):
             n = r.input_ids.numel()
-            ids[b, :n], pos[b, :n] = r.input_ids, r.position_ids
+            ids[b, :n], pos[b, :n], slots[b, :n] = r.input_ids, r.position_ids, r.adapter_ids
         mask = self._mask(lambda w: padded_allowed(rows, width, window=w), width, width)  # (B, 1, W, W)
-        out = self._decode(ids, pos, attention_mask=mask, use_cache=False)
+        out = self._decode(ids, pos, adapter_ids=slots, attention_mask=mask, use_cache=False)
         for b, ((_, tree), r) in enumerate(zip(batch, rows)):
             base = sum(h.shape[0] for h in hidden)
             hidden.append(self._gather(out, b, r.read_index.to(self.device)))  # (R_b, H')
@@ -392,7 +408,11 @@ class Runner:
                 add_request(tree, plans[i], i)
             row = lay_out(tree)
             out = self._decode(
-                row.input_ids[None], row.position_ids[None], attention_mask=self._flex_mask(row), use_cache=False
+                row.input_ids[None],
+                row.position_ids[None],
+                adapter_ids=row.adapter_ids[None],
+                attention_mask=self._flex_mask(row),
+                use_cache=False,
             )
             hidden.append(self._gather(out, 0, row.read_index.to(self.device)))  # (R_g, H')
             labels += shift_labels(tree.labels, sum(h.shape[0] for h in hidden[:-1]))
@@ -493,6 +513,7 @@ class Runner:
                 out = self._decode(
                     row.input_ids[None],
                     row.position_ids[None],
+                    adapter_ids=row.adapter_ids[None],
                     attention_mask=self._mask(allowed_for, Lb, S + Lb, cells=True),
                     cache=cache if g == len(groups) - 1 else fork_cache(cache),
                     use_cache=True,
@@ -510,6 +531,7 @@ class Runner:
         for i, plan in enumerate(plans):
             cache, _ = self._prefix_cache(plan)
             rows, reads_local = rows_of(plan, i)
+            slots = row_adapters(plan)
             S = len(plan.prefix)
             run += S + sum(len(r) for r, _ in rows)
             base = sum(h.shape[0] for h in hidden)
@@ -525,19 +547,29 @@ class Runner:
                     ids[b, : len(r)] = torch.tensor(r)
                 pos = torch.arange(S, S + width)[None].expand(len(chunk), -1)
                 c = repeat_cache(cache, len(chunk))
-                h = self._continue(ids, pos, c)  # (B, W, H)
+                a = torch.tensor(slots[start : start + per_row])[:, None].expand(-1, width)  # (B, W)
+                h = self._continue(ids, pos, c, a)  # (B, W, H)
                 for b, (_, offsets) in enumerate(chunk):
                     row_hidden.append(h[b, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(row_hidden))
             labels += shift_labels(reads_local, base)
         return Reads(torch.cat(hidden), labels, run, ["prefix_rows"] * len(plans))
 
-    def _continue(self, ids: torch.Tensor, pos: torch.Tensor, cache: Any) -> torch.Tensor:
+    def _continue(
+        self, ids: torch.Tensor, pos: torch.Tensor, cache: Any, adapter_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """States (B, W, H') of rows ``ids`` (B, W) that continue a prefix held in ``cache``
-        (final, then tapped layers: :meth:`_states`)."""
+        (final, then tapped layers: :meth:`_states`); ``adapter_ids`` (B, W) as in :meth:`_decode`."""
         if not self.stepwise:
             return self._states(
-                self._decode(ids, pos, cache=cache, use_cache=True, cache_position=pos[0].to(self.device))
+                self._decode(
+                    ids,
+                    pos,
+                    cache=cache,
+                    adapter_ids=adapter_ids,
+                    use_cache=True,
+                    cache_position=pos[0].to(self.device),
+                )
             )
         steps = []
         for t in range(ids.shape[1]):
@@ -545,6 +577,7 @@ class Runner:
                 ids[:, t : t + 1],
                 pos[:, t : t + 1],
                 cache=cache,
+                adapter_ids=None if adapter_ids is None else adapter_ids[:, t : t + 1],
                 use_cache=True,
                 cache_position=pos[0, t : t + 1].to(self.device),
             )
@@ -563,14 +596,16 @@ class Runner:
         run = 0
         for i, plan in enumerate(plans):
             rows, reads_local = rows_of(plan, i)
+            slots = row_adapters(plan)
             base = sum(h.shape[0] for h in hidden)
             parts = []
             # one row: its forward also gives the state's KV (the first S positions of a causal
             # forward do not depend on what follows them), kept for a later request on the state
             fill = len(rows) == 1 and self.windows is None and self.state_cache is not None and self.state_cache.enabled
-            for r, offsets in rows:
+            for (r, offsets), slot in zip(rows, slots):
                 ids = torch.tensor(plan.prefix + r, dtype=torch.long)[None]  # (1, S + q)
-                out = self._decode(ids, torch.arange(ids.shape[1])[None], use_cache=fill)
+                a = torch.tensor([-1] * len(plan.prefix) + [slot] * len(r))[None]  # (1, S + q)
+                out = self._decode(ids, torch.arange(ids.shape[1])[None], adapter_ids=a, use_cache=fill)
                 at = torch.tensor([len(plan.prefix) + o for o in offsets], device=self.device)
                 parts.append(self._gather(out, 0, at))
                 run += ids.shape[1]
@@ -591,9 +626,10 @@ class Runner:
             run += (0 if hit else S) + sum(len(r) for r, _ in rows)
             base = sum(h.shape[0] for h in hidden)
             parts = []
-            for r, offsets in rows:
+            for (r, offsets), slot in zip(rows, row_adapters(plan)):
                 ids = torch.tensor(r, dtype=torch.long)[None]  # (1, q)
-                h = self._continue(ids, torch.arange(S, S + len(r))[None], fork_cache(cache))  # (1, q, H')
+                a = torch.full((1, len(r)), slot)  # (1, q)
+                h = self._continue(ids, torch.arange(S, S + len(r))[None], fork_cache(cache), a)  # (1, q, H')
                 parts.append(h[0, torch.tensor(offsets, device=self.device)])
             hidden.append(torch.cat(parts))
             labels += shift_labels(reads_local, base)

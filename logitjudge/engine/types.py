@@ -78,6 +78,9 @@ class Question:
             question's answer from hidden states instead of its label logits; ``None``: the
             label logits. The engine must have that head loaded, for this question's type and
             options, and the question takes no rotations.
+        adapter: the name of a branch adapter (:mod:`logitjudge.engine.adapters`) that this
+            question's branch runs: its tokens get the adapter's low-rank update, the state and
+            every other question do not. The engine must have it loaded; ``None``: base weights.
     """
 
     type: QuestionType
@@ -86,6 +89,7 @@ class Question:
     rotations: int = 1
     calibrated: bool = True
     head: str | None = None
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)

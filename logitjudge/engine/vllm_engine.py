@@ -49,7 +49,7 @@ from logitjudge.engine.prompt import QuestionPrompt
 from logitjudge.engine.readout import Readout
 from logitjudge.engine.types import EngineRequest
 from logitjudge.engine.vllm_backend import VllmBackend
-from logitjudge.errors import EngineDeadError, UnsupportedModelError
+from logitjudge.errors import EngineDeadError, InvalidRequestError, UnsupportedModelError
 
 __all__ = ["VllmEngine", "files_fingerprint"]
 
@@ -197,6 +197,8 @@ class VllmEngine(Engine):
             "calibration_origin": self.calibration.origin if self.calibration is not None else None,
             "heads": [],  # vLLM returns no hidden states: no trained heads
             "head_evaluators": {},
+            "adapters": [],  # vLLM has no activated LoRA: no branch adapters
+            "adapter_evaluators": {},
             "max_state_tokens": self.max_state_tokens,
             "max_request_tokens": self.max_request_tokens,
             "max_model_len": self.backend.max_model_len,
@@ -204,7 +206,19 @@ class VllmEngine(Engine):
         }
 
     def plan(self, request: EngineRequest) -> RequestPlan:
-        """As :meth:`Engine.plan` (same token ids, same typed errors), one caller at a time."""
+        """As :meth:`Engine.plan` (same token ids, same typed errors), one caller at a time.
+
+        Raises:
+            InvalidRequestError: also for a question that names a branch adapter (``questions[i].adapter``):
+                vLLM has no activated LoRA, and answering without the adapter would be another question.
+        """
+        for i, q in enumerate(request.questions):
+            if q.adapter is not None:
+                raise InvalidRequestError(
+                    f"questions[{i}].adapter: the vllm backend runs no branch adapters (vLLM has no activated "
+                    f"LoRA); serve {q.adapter!r} with --backend transformers",
+                    field=("questions", i, "adapter"),
+                )
         with self._plan_lock:
             return super().plan(request)
 
@@ -227,6 +241,15 @@ class VllmEngine(Engine):
         """
         if heads:
             raise UnsupportedModelError("trained heads need the transformers backend (vLLM returns no hidden states)")
+
+    def set_adapters(self, adapters: Any) -> None:
+        """Branch adapters need the transformers backend: vLLM has no activated LoRA.
+
+        Raises:
+            UnsupportedModelError: ``adapters`` is not empty.
+        """
+        if adapters:
+            raise UnsupportedModelError("branch adapters need the transformers backend (vLLM has no activated LoRA)")
 
     def self_check(self, request: EngineRequest = SELF_CHECK_REQUEST) -> float:
         """Each question alone vs with its siblings (after the state is cached); return max |dp|.

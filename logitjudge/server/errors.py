@@ -69,6 +69,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from logitjudge.contract.systemone import ErrorBody, ErrorDetail
 from logitjudge.errors import (
+    AdapterError,
     CalibrationMismatchError,
     ConfigurationError,
     ContextOverflowError,
@@ -174,7 +175,7 @@ STATUS_TABLE: tuple[tuple[type[BaseException], int], ...] = (
 )
 """Most specific first: the first class an error is an instance of gives its status."""
 
-LOAD_TIME_ONLY: tuple[type[LogitJudgeError], ...] = (CalibrationMismatchError, HeadMismatchError)
+LOAD_TIME_ONLY: tuple[type[LogitJudgeError], ...] = (CalibrationMismatchError, HeadMismatchError, AdapterError)
 """Errors raised only while loading a model (``Judge.load``), never on a request; the table
 gives them their base's status only for completeness."""
 
