@@ -35,12 +35,17 @@ def question_to_engine(q: schemas.NoulQuestion | schemas.ChoiceQuestion | schema
     noul: options ``(true, false)`` with the criteria's descriptions; choice: the criteria in
     request order, names byte for byte; score: levels named ``"0"``..``"n-1"``.
     """
+    adapter = q.x_adapter
     if isinstance(q, schemas.NoulQuestion):
         crit = q.criteria or schemas.NoulCriteria()
-        return Question("noul", q.instructions, (Option("true", crit.true), Option("false", crit.false)))
+        return Question(
+            "noul", q.instructions, (Option("true", crit.true), Option("false", crit.false)), adapter=adapter
+        )
     if isinstance(q, schemas.ChoiceQuestion):
-        return Question("choice", q.instructions, tuple(Option(name, desc) for name, desc in q.criteria.items()))
-    return Question("score", q.instructions, tuple(Option(str(i), level) for i, level in enumerate(q.criteria)))
+        options = tuple(Option(name, desc) for name, desc in q.criteria.items())
+        return Question("choice", q.instructions, options, adapter=adapter)
+    levels = tuple(Option(str(i), level) for i, level in enumerate(q.criteria))
+    return Question("score", q.instructions, levels, adapter=adapter)
 
 
 def with_rotations(question: Question, rotations: int) -> Question:

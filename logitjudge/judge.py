@@ -83,6 +83,7 @@ class Judge:
         backend: str | None = None,
         vllm: VllmConfig | None = None,
         heads: str | Sequence[str | Path] | None = "shipped",
+        adapters: Sequence[str | Path] | None = None,
     ) -> Judge:
         """Load a model and run the start-up parity self-check.
 
@@ -131,6 +132,9 @@ class Judge:
                 one: ``"shipped"`` (default: the package's heads for this very engine, if any),
                 ``"none"``, or head folders from ``logitjudge fit``. ``describe()["heads"]``
                 lists the loaded ones; the vLLM backend takes none.
+            adapters: branch adapter folders (:mod:`logitjudge.engine.adapters`: activated LoRA in
+                PEFT's format) that questions may name (``x_adapter`` on the wire); each is called
+                by its binding's name, else its folder's name. The vLLM backend takes none.
 
         Raises:
             ConfigurationError: an unknown strategy, attention, backend or prompt version (before
@@ -138,6 +142,7 @@ class Judge:
             CalibrationMismatchError: the calibration file was fitted for another model, prompt
                 version or dtype.
             HeadMismatchError: a head folder holds no head, or one trained for another engine.
+            AdapterError: an adapter folder is malformed, a plain LoRA, or for other weights.
             UnsupportedModelError: the model cannot be served (tokenizer, architecture).
             EngineDeadError: the self-check failed.
         """
@@ -156,6 +161,8 @@ class Judge:
             vllm=vllm,
         )
         engine = _load_with_readouts(model, config, calibration, heads)
+        if adapters:
+            engine.load_adapters(adapters)
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:

@@ -127,6 +127,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="trained heads for the evaluators that read one: shipped (default: the heads shipped for this "
         "model, if any), none, or folders from `logitjudge fit` (refused if trained for another model)",
     )
+    p.add_argument(
+        "--adapters",
+        default=None,
+        metavar="DIR[,DIR]",
+        help="branch adapters (activated LoRA folders in PEFT's format, from `logitjudge fit --adapter` or PEFT) "
+        "that questions name with x_adapter (refused: plain LoRA, or trained for another model)",
+    )
     add_config_argument(p, EngineConfig, "attn", choices=ATTN_CHOICES)
     add_config_argument(
         p,
@@ -240,6 +247,7 @@ def _load(judge_cls: Any, args: argparse.Namespace, vllm: VllmConfig, rotations:
         backend=args.backend,
         vllm=vllm,
         heads=getattr(args, "heads", "shipped"),
+        adapters=[d for d in (getattr(args, "adapters", None) or "").split(",") if d] or None,
         **rotations,
     )
 

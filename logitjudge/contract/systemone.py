@@ -98,7 +98,17 @@ class NoulCriteria(BaseModel):
     false: Text | None = None
 
 
-class NoulQuestion(_Lenient):
+class _Question(_Lenient):
+    """What every question type may carry besides its own fields."""
+
+    x_adapter: WireStr | None = Field(
+        default=None,
+        description="extension: the name of a branch adapter loaded on the server (`--adapters`) that "
+        "answers this question; the state and the other questions are not affected",
+    )
+
+
+class NoulQuestion(_Question):
     """A yes/no question: answered with the probability of yes/true."""
 
     type: Literal["noul"]
@@ -106,7 +116,7 @@ class NoulQuestion(_Lenient):
     criteria: NoulCriteria | None = None
 
 
-class ChoiceQuestion(_Lenient):
+class ChoiceQuestion(_Question):
     """One of 2..255 named options; a null description means "interpret by its name"."""
 
     type: Literal["choice"]
@@ -114,7 +124,7 @@ class ChoiceQuestion(_Lenient):
     criteria: Annotated[dict[WireStr, Text | None], Field(min_length=2, max_length=MAX_CHOICE_OPTIONS)]
 
 
-class ScoreQuestion(_Lenient):
+class ScoreQuestion(_Question):
     """One of 2..10 ordered levels, lowest first; level i scores i."""
 
     type: Literal["score"]

@@ -103,6 +103,16 @@ class Backend(Protocol):
         """
         ...
 
+    def load_adapters(self, folders: Sequence[Any]) -> None:
+        """Read branch adapter folders (:mod:`logitjudge.engine.adapters`) and install them for
+        the questions that name one (replacing any installed before).
+
+        Raises:
+            AdapterError: a folder is malformed, a plain LoRA, or for other weights.
+            UnsupportedModelError: this backend runs no adapters (vLLM has no activated LoRA).
+        """
+        ...
+
     def counters(self) -> dict[str, Any]:
         """Cumulative counters for ``/metrics``, plain numbers (``paths``: forwards per runner
         path; ``state_cache``: the state cache's statistics or ``None``; backends may add keys)."""

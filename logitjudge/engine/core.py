@@ -325,6 +325,16 @@ class Engine:
         self.runner.adapters.install(adapters, device=self.lm.device, dtype=self.lm.dtype)
         self._adapters = {a.name: a for a in adapters}
 
+    def load_adapters(self, folders: Sequence[Any]) -> None:
+        """Read adapter folders (:func:`~logitjudge.engine.adapters.load_adapter`) and install them.
+
+        Raises:
+            AdapterError: see :func:`~logitjudge.engine.adapters.load_adapter` and :meth:`set_adapters`.
+        """
+        from logitjudge.engine.adapters import load_adapter
+
+        self.set_adapters([load_adapter(f, self.lm.model) for f in folders])
+
     def _check_head(self, q: Question, i: int) -> None:
         """A question that names a head: the head is loaded, reads this type and these options."""
         where = ("questions", i, "head")

@@ -242,6 +242,10 @@ class VllmEngine(Engine):
         if heads:
             raise UnsupportedModelError("trained heads need the transformers backend (vLLM returns no hidden states)")
 
+    def load_adapters(self, folders: Any) -> None:
+        """Refused like :meth:`set_adapters` (raises UnsupportedModelError when ``folders`` is not empty)."""
+        self.set_adapters(folders)
+
     def set_adapters(self, adapters: Any) -> None:
         """Branch adapters need the transformers backend: vLLM has no activated LoRA.
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from logitjudge.rubrics.runner import ItemPlan
 
 __all__ = [
+    "adapter_for",
+    "with_adapters",
     "head_fallback_warning",
     "reads_own_head",
     "head_trained_for",
@@ -127,4 +129,35 @@ def with_head_fallbacks(plan: ItemPlan, registry: Registry, engine: Mapping[str,
         plan.add(Selected(fallback, sel.explicit), kind_of(fallback).questions(fallback, plan.item))
         plan.owners[k] = plan.owners.pop()
         plan.notes[defn.name] = head_fallback_warning(defn, fallback, engine)
+    return with_adapters(plan, engine)
+
+
+def adapter_for(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str | None:
+    """The loaded branch adapter trained on ``defn``'s very version (its binding's ``evaluator``,
+    ``describe()["adapter_evaluators"]``), or ``None``."""
+    wanted = f"{defn.name}@{defn.version}"
+    for name, trained_for in (engine.get("adapter_evaluators") or {}).items():
+        if trained_for == wanted:
+            return str(name)
+    return None
+
+
+def with_adapters(plan: ItemPlan, engine: Mapping[str, Any]) -> ItemPlan:
+    """``plan`` with the loaded branch adapters applied (in place, and returned): every question of
+    an evaluator that a loaded adapter was trained on (:func:`adapter_for`) names that adapter, in
+    the item's request and in its chunk groups alike, and its ``contrast`` twin is not asked (the
+    adapter was trained to answer the question with the context, as a head reads it)."""
+    for k, (sel, ids) in enumerate(plan.owners):
+        name = adapter_for(sel.definition, engine)
+        if name is None:
+            continue
+        keys = set(ids)
+        for qid in keys & plan.questions.keys():
+            plan.questions[qid] = replace(plan.questions[qid], adapter=name)
+            plan.contrast.pop(qid, None)
+        for _state, qs in plan.groups.values():
+            for qid in keys & qs.keys():
+                qs[qid] = replace(qs[qid], adapter=name)
+        if sel.definition.contrast is not None:
+            plan.owners[k] = (Selected(sel.definition.model_copy(update={"contrast": None}), sel.explicit), ids)
     return plan
