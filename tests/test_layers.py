@@ -10,6 +10,8 @@ functions), plus what importing the server and the client really loads.
     convert    wire <-> engine types, the one converter imports only contract, engine, errors
     rubrics    evaluators, scoring, datasets          no facade, no server, no cli (a judge is passed in)
     judge      the facade (ask, ask_many, evaluate)   no server, no cli
+    fit        training heads from labelled rows      engine, rubrics, errors, settings; inside, each
+               (examples, features, heads, card)      module imports only those before it (test below)
     server     FastAPI edge                           no cli, no facade (it holds a ServedJudge, a protocol);
                                                       never loads torch (test_routes.py)
     client     a server's HTTP client (evaluate, ask) contract, errors, settings, and the rubrics to plan
@@ -39,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "rubrics": {"rubrics", "convert", "contract", "engine", "errors", "settings"},
     "judge": {"engine", "contract", "convert", "rubrics", "errors", "settings"},
     "server": {"server", "contract", "convert", "engine", "errors", "settings", "rubrics", "__init__"},
-    "fit": {"engine", "rubrics", "errors", "settings"},
+    "fit": {"fit", "engine", "rubrics", "errors", "settings"},
     "client": {"client", "contract", "errors", "settings", "rubrics", "__init__"},
     "cli": {
         "cli",
@@ -162,6 +164,27 @@ def test_no_engine_module_imports_one_that_imports_it_back():
     assert "logitjudge.engine.calibration" in engine["logitjudge.engine.readout"]  # annotations are counted
     cycles = _cycles(engine)
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+# the modules of logitjudge/fit/ in order: each imports only those before it (a module not listed,
+# such as one beside the heads code, may import any of them, and none of them imports it)
+FIT_ORDER = ["examples", "features", "heads", "card"]
+
+
+def test_fit_modules_import_downwards():
+    """examples <- features <- heads <- card: a module of ``FIT_ORDER`` imports no fit module but
+    those before it, and no module of the package imports the package itself (its re-exports)."""
+    g = graph()
+    broken = []
+    for mod, deps in sorted(g.items()):
+        if not mod.startswith("logitjudge.fit."):
+            continue
+        name = mod.rsplit(".", 1)[1]
+        for dep in sorted(d for d in deps if layer(d) == "fit"):
+            below = FIT_ORDER[: FIT_ORDER.index(name)] if name in FIT_ORDER else None
+            if dep == "logitjudge.fit" or (below is not None and dep.rsplit(".", 1)[1] not in below):
+                broken.append(f"{mod} imports {dep}")
+    assert not broken, "fit modules import upwards:\n" + "\n".join(broken)
 
 
 def test_the_allowed_single_modules_are_leaves():
