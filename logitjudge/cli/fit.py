@@ -61,6 +61,30 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="weigh each option by the inverse of its share of the training examples, so the head's probabilities "
         "assume equal priors (P = 0.5 does not assume your rows' share of each option)",
     )
+    g = p.add_argument_group("adapter", "with --adapter: train a branch adapter (activated LoRA) instead of a head")
+    g.add_argument(
+        "--adapter",
+        action="store_true",
+        help="train an adapter on the question's branch (its folder is PEFT's format plus our binding)",
+    )
+    g.add_argument("--rank", type=positive_int, default=16, help="LoRA rank r (default 16)")
+    g.add_argument("--alpha", type=positive_int, default=32, help="lora_alpha; scaling alpha / r (default 32)")
+    g.add_argument(
+        "--adapt-layers", type=int, default=8, help="adapt the top this-many decoder layers (0: all; default 8)"
+    )
+    g.add_argument("--lr", type=float, default=2e-4, help="AdamW learning rate (default 2e-4)")
+    g.add_argument("--epochs", type=positive_int, default=1, help="passes over the training rows (default 1)")
+    g.add_argument(
+        "--branches-per-step",
+        type=positive_int,
+        default=16,
+        help="branches (rows) per forward and backward; many share one read of the weights (default 16)",
+    )
+    g.add_argument(
+        "--work",
+        default=None,
+        help="the states' KV cache (bf16, on disk) and the checkpoint; a re-run resumes (default: <out>/.adapter)",
+    )
     add_model_args(p)
     p.set_defaults(func=cmd_fit)
     return p
@@ -92,6 +116,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         wanted = kind_of(defn).head_gold if defn.head is not None else f"gold.{args.label_key}"
         return fail(f"no row has a gold label {defn.name} can train on ({wanted})")
     args.heads = "none"  # the states a head reads do not depend on other heads
+    if args.adapter:
+        return _fit_adapter(args, defn, examples)
     t0 = time.monotonic()
     try:
         judge = load_judge(args)
@@ -129,4 +155,53 @@ def cmd_fit(args: argparse.Namespace) -> int:
     }
     folder = write_head(result, Path(args.out), timing=timing, data=[str(p) for p in args.rows])
     print(json.dumps({"head": str(folder), **result.head.meta, "timing": timing}, indent=2))
+    return 0
+
+
+def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> int:
+    """``fit --adapter``: :func:`logitjudge.fit.adapters.train_adapter`, then its folder under ``--out``."""
+    from tqdm import tqdm
+
+    from logitjudge.fit.adapters import AdapterTrainingConfig, held_out_split, train_adapter, write_adapter
+
+    config = AdapterTrainingConfig(
+        rank=args.rank,
+        alpha=args.alpha,
+        layers=args.adapt_layers,
+        lr=args.lr,
+        epochs=args.epochs,
+        batch_size=args.branches_per_step,
+        seed=args.seed,
+        holdout=args.holdout,
+    )
+    args.state_cache_mb = 0  # training keeps states' KV on disk (--work), not in the serving cache
+    work = Path(args.work) if args.work else Path(args.out) / ".adapter"
+    n_train = len(held_out_split(examples, args.holdout, args.seed)[0])
+    try:
+        judge = load_judge(args)
+        with tqdm(total=n_train * args.epochs, desc="adapter", unit="row", file=sys.stderr) as bar:
+            tokens = [0, time.monotonic()]
+
+            def step(rows: int, info: dict[str, Any]) -> None:
+                tokens[0] += info["tokens"]
+                rate = tokens[0] / max(1e-9, time.monotonic() - tokens[1])
+                bar.set_postfix(loss=f"{info['loss']:.3f}", tok_s=f"{rate:.0f}")
+                bar.update(rows)
+
+            result = train_adapter(
+                judge.engine, examples, config, evaluator=f"{defn.name}@{defn.version}", work=work, progress=step
+            )
+    except KeyboardInterrupt:
+        print(f"interrupted: the checkpoint in {work} resumes this run", file=sys.stderr)
+        return 130
+    except (RequestError, ConfigurationError) as exc:
+        print(error_json(exc), file=sys.stderr)
+        return 2
+    except LogitJudgeError as exc:
+        print(error_json(exc), file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        return fail(str(exc))
+    folder = write_adapter(result, Path(args.out), data=[str(p) for p in args.rows])
+    print(json.dumps({"adapter": str(folder), "trained": result.trained, "metrics": result.metrics}, indent=2))
     return 0

@@ -440,6 +440,11 @@ class Runner:
             return fork_cache(cache), False
         return cache, False
 
+    def state_forward(self, plan: RequestPlan) -> Any:
+        """The KV cache of ``plan.prefix`` as serving computes it (base weights, the state's
+        precision; from the state cache where it holds it): what adapter training continues."""
+        return self._prefix_cache(plan)[0]
+
     def _keep_state(self, plan: RequestPlan, out: Any) -> None:
         """Put the state's KV, the first ``len(plan.prefix)`` positions of ``out``'s cache (a
         causal forward over the state and one branch, in one dtype), in the state cache. Caches that cannot be

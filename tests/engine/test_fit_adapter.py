@@ -1,0 +1,95 @@
+"""``logitjudge fit --adapter``'s trainer on a tiny random-weight Llama: it learns a rule the base
+model does not know (on its training rows, far below the zero-shot readout's log loss), the states' KV
+come from the disk cache after the first epoch, a run stopped and resumed from its checkpoint
+ends where an uninterrupted one does, only the adapter's A and B get gradients, and the folder it
+writes serves the same answers in the engine and in PEFT."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import torch
+
+from logitjudge.engine.adapters import load_adapter
+from logitjudge.engine.types import EngineRequest, Option, Question
+from logitjudge.fit.adapters import AdapterTrainingConfig, held_out_report, held_out_split, train_adapter, write_adapter
+from logitjudge.fit.examples import Example
+
+peft = pytest.importorskip("peft")
+
+QUESTION = Question("noul", "Is the colour warm?", (Option("true", None), Option("false", None)))
+
+
+def examples() -> list[Example]:
+    """36 states whose label is one word of the state (warm / cold), the rest varied filler: a rule
+    the random base model does not follow and an adapter can learn; one group per state."""
+    out = []
+    for k in range(36):
+        label = "true" if k % 2 else "false"
+        word = "warm" if k % 2 else "cold"
+        state = f"Tin {k * 7 % 31}, shelf {k % 5}: the paint is {word}; batch {k * 13 % 17}."
+        out.append(Example(f"tin-{k}", f"g{k}", "colours", state, QUESTION, label))
+    return out
+
+
+CONFIG = AdapterTrainingConfig(rank=4, alpha=8, layers=0, lr=1e-2, epochs=4, batch_size=6, holdout=0.25)
+
+
+@pytest.fixture
+def engine(make_tiny):
+    return make_tiny("llama", state_cache_mb=0)
+
+
+def test_trains_resumes_and_writes_a_folder_peft_loads(engine, tmp_path):
+    data = examples()
+    steps: list[float] = []
+    result = train_adapter(
+        engine, data, CONFIG, evaluator="colours@1", work=tmp_path / "w", progress=lambda n, i: steps.append(i["loss"])
+    )
+    per_epoch = -(-result.trained["rows"] // 6)  # batches of 6
+    assert len(steps) == 4 * per_epoch and result.trained["rows"] + result.metrics["rows"] == len(data)
+    assert sum(steps[-per_epoch:]) < sum(steps[:per_epoch]) / 2  # the loss falls
+    # on its training rows the adapter fits what the base model does not (a 2-layer random model
+    # does not generalise a word to unseen states: held-out figures are reported, not asserted)
+    train, _ = held_out_split(data, CONFIG.holdout, CONFIG.seed)
+    fitted = held_out_report(engine, result.adapter, [data[i] for i in train], train, data, 0)
+    assert fitted["log_loss"] < fitted["zero_shot"]["log_loss"] / 2
+    assert fitted["accuracy"] > fitted["zero_shot"]["accuracy"]
+    assert result.trained["kv_cache_bytes"] > 0 and len(result.trained["seconds_per_epoch"]) == 4
+    assert not any(p.requires_grad for p in engine.lm.model.parameters())  # the base weights stay frozen
+
+    # a run interrupted after its second step, then resumed, ends with the same weights
+    calls = {"n": 0}
+
+    def stop_once(n: int, info: dict) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+
+    cfg = replace(CONFIG, checkpoint_every=1)
+    with pytest.raises(KeyboardInterrupt):
+        train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "r", progress=stop_once)
+    resumed = train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "r")
+    whole = train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "r2")
+    for path, (a, b) in whole.adapter.weights.items():
+        assert torch.allclose(resumed.adapter.weights[path][0], a, atol=1e-6)
+        assert torch.allclose(resumed.adapter.weights[path][1], b, atol=1e-6)
+
+    folder = write_adapter(result, tmp_path / "out", data=["colours.jsonl"])
+    assert (folder / "CARD.md").read_text().count("accuracy") >= 3
+    loaded = load_adapter(folder, engine.lm.model)
+    assert loaded.binding["evaluator"] == "colours@1" and loaded.name == "colours"
+    engine.set_adapters([loaded])
+    q = replace(QUESTION, adapter="colours")
+    got = engine.run_batch([EngineRequest(data[0].state, (q,))])[0].answers[0].probabilities
+    engine.set_adapters([])
+    base = copy.deepcopy(engine.lm.model)
+    in_peft = peft.PeftModel.from_pretrained(base, str(folder)).eval()
+    plan = engine.plan(EngineRequest(data[0].state, (QUESTION,)))
+    (view,) = plan.questions[0].views
+    with torch.no_grad():
+        last = in_peft(input_ids=torch.tensor([plan.prefix + view.branch]), alora_offsets=[len(view.branch)]).logits
+    p = torch.softmax(torch.stack([last[0, -1, lab[0]] for lab in view.labels]).float(), 0)
+    assert abs(float(p[view.option_index.index(0)]) - got[0]) <= 1e-4
