@@ -1,0 +1,196 @@
+"""Branch adapters: what serving them costs, and what training one costs, on the default model.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/speed/adapters.py --threads 2 --repeats 3 --train-rows 48
+
+1. **Serving.** One request, a ~2k-token state and 16 questions (noul, choice of 4, score of 4 in
+   turn), with no adapter and with 8 of its questions answered by adapters (two adapters, rank 16 on
+   the top 8 layers' attention and MLP projections, random non-zero weights: the same arithmetic as
+   trained ones), run in turn (plain, adapted, plain, ...) after one warm-up each, state cache off.
+   The ratio of the medians is what adapters cost; the plain questions' answers are checked equal.
+2. **Training.** ``train_adapter`` on ``--train-rows`` chunk_support rows of
+   ``shared/data/train/vitaminc_support`` (seeded sample, no held-out report) for two epochs:
+   seconds per row in the first epoch (states run and cached) and the second (states read from the
+   disk cache), the cache's size on disk and the process's peak memory.
+
+Writes ``benchmarks/results/adapters-<model>.{json,md}`` with the run's commit, date and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _results import run_metadata, write_result  # noqa: E402
+
+from logitjudge.engine.adapters import BranchAdapter  # noqa: E402
+from logitjudge.engine.core import Engine  # noqa: E402
+from logitjudge.engine.types import EngineRequest, Option, Question  # noqa: E402
+from logitjudge.fit.adapters import AdapterTrainingConfig, _lora_parameters, train_adapter  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT.parent / "shared"
+
+
+def questions(n: int) -> list[Question]:
+    out = []
+    for i in range(n):
+        if i % 3 == 0:
+            out.append(Question("noul", f"Does passage part {i} mention a date?", (Option("true"), Option("false"))))
+        elif i % 3 == 1:
+            out.append(Question("choice", f"Which topic fits part {i} best?", tuple(Option(x) for x in "ABCD")))
+        else:
+            out.append(
+                Question("score", f"How formal is part {i}?", tuple(Option(str(k), f"level {k}") for k in range(4)))
+            )
+    return out
+
+
+def state_of(engine: Engine, tokens: int) -> str:
+    words = "The committee met on Tuesday to review the budget, the schedule and the staffing plan. ".split()
+    text, k = [], 0
+    while len(engine.lm.tokenizer(" ".join(text))["input_ids"]) < tokens:
+        text += words[k % len(words) : k % len(words) + 8] + [str(k)]
+        k += 8
+    return " ".join(text)
+
+
+def random_adapter(engine: Engine, name: str, seed: int) -> BranchAdapter:
+    config = AdapterTrainingConfig(rank=16, alpha=32, layers=8)
+    params = _lora_parameters(engine.lm.model, config, seed)
+    gen = torch.Generator().manual_seed(seed)
+    weights = {p: (a.detach(), torch.randn(b.shape, generator=gen) * 0.01) for p, (a, b) in params.items()}
+    return BranchAdapter(name, weights, config.alpha / config.rank, (0,))
+
+
+def serving(engine: Engine, state_tokens: int, repeats: int) -> dict:
+    state = state_of(engine, state_tokens)
+    qs = questions(16)
+    adapted = [replace(q, adapter=("a1" if i % 4 == 0 else "a2")) if i % 2 == 0 else q for i, q in enumerate(qs)]
+    engine.set_adapters([random_adapter(engine, "a1", 1), random_adapter(engine, "a2", 2)])
+    plain_req, adapted_req = EngineRequest(state, tuple(qs)), EngineRequest(state, tuple(adapted))
+    times: dict[str, list[float]] = {"plain": [], "adapted": []}
+    answers = {}
+    for r in range(repeats + 1):
+        for name, req in (("plain", plain_req), ("adapted", adapted_req)):
+            t0 = time.perf_counter()
+            res = engine.run_batch([req])[0]
+            dt = time.perf_counter() - t0
+            if r:  # the first round warms up
+                times[name].append(dt)
+            answers[name] = res
+    same = max(
+        abs(a - b)
+        for i in range(1, 16, 2)
+        for a, b in zip(answers["plain"].answers[i].probabilities, answers["adapted"].answers[i].probabilities)
+    )
+    moved = max(
+        abs(a - b)
+        for i in range(0, 16, 2)
+        for a, b in zip(answers["plain"].answers[i].probabilities, answers["adapted"].answers[i].probabilities)
+    )
+    engine.set_adapters([])
+    plan = engine.plan(plain_req)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "state_tokens": len(plan.prefix),
+        "request_tokens": plan.n_tokens,
+        "questions": 16,
+        "adapted": 8,
+        "seconds": times,
+        "median_s": med,
+        "ratio_adapted_over_plain": med["adapted"] / med["plain"],
+        "plain_questions_max_abs_diff": same,
+        "adapted_questions_max_abs_move": moved,
+        "strategy": engine.strategy,
+        "paths": dict(engine.path_counts),
+    }
+
+
+def training(engine: Engine, rows_n: int, seed: int) -> dict:
+    from logitjudge.fit.examples import head_examples
+    from logitjudge.rubrics.dataio import read_rows
+    from logitjudge.rubrics.registry import default_registry
+
+    rows = list(read_rows(SHARED / "data/train/vitaminc_support/train.jsonl"))
+    random.Random(seed).shuffle(rows)
+    defn = default_registry().get("chunk_support@4")
+    examples = head_examples(defn, rows[:rows_n])
+    config = AdapterTrainingConfig(rank=16, alpha=32, layers=8, epochs=2, batch_size=16, holdout=0.0, seed=seed)
+    with tempfile.TemporaryDirectory() as work:
+        result = train_adapter(engine, examples, config, evaluator=f"{defn.name}@{defn.version}", work=work)
+    t = result.trained
+    return {
+        "rows": t["rows"],
+        "examples_source": "shared/data/train/vitaminc_support (seeded sample)",
+        "seconds_per_epoch": t["seconds_per_epoch"],
+        "seconds_per_row": t["seconds_per_row"],
+        "second_over_first": t["seconds_per_epoch"][1] / t["seconds_per_epoch"][0],
+        "kv_cache_bytes": t["kv_cache_bytes"],
+        "kv_cache_bytes_per_row": t["kv_cache_bytes"] / max(1, t["rows"]),
+        "peak_rss_mb": t["peak_rss_mb"],
+        "config": {"rank": 16, "alpha": 32, "layers": 8, "branches_per_step": 16},
+        "projected_hours_3000_rows_epoch_1": t["seconds_per_row"][0] * 3000 / 3600,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--state-tokens", type=int, default=2000)
+    ap.add_argument("--train-rows", type=int, default=48)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    engine = Engine.load(args.model, state_cache_mb=0)
+    record = {"meta": run_metadata(str(engine.lm.device)), "engine": engine.describe()}
+    record["serving"] = serving(engine, args.state_tokens, args.repeats)
+    print(json.dumps(record["serving"], indent=2), flush=True)
+    record["training"] = training(engine, args.train_rows, args.seed)
+    print(json.dumps(record["training"], indent=2), flush=True)
+    s, t = record["serving"], record["training"]
+    md = "\n".join(
+        [
+            f"# Branch adapters: serving and training cost ({engine.name}, {engine.precision}, {args.threads} threads)",
+            "",
+            f"Commit {record['meta'].get('git_sha')}, {record['meta'].get('date')}, {record['meta'].get('device_name')}.",
+            "",
+            "| serving: one request | median s | ratio |",
+            "|---|---|---|",
+            f"| {s['state_tokens']}-token state x 16 questions, no adapter | {s['median_s']['plain']:.2f} | 1.00 |",
+            f"| the same, 8 questions through 2 adapters (r 16, top 8 layers) | {s['median_s']['adapted']:.2f} | "
+            f"{s['ratio_adapted_over_plain']:.2f} |",
+            "",
+            f"Plain questions' answers with and without the adapted siblings: max |dp| "
+            f"{s['plain_questions_max_abs_diff']:.1e}; the adapted ones moved by up to {s['adapted_questions_max_abs_move']:.3f}.",
+            "",
+            "| training (chunk_support rows) | epoch 1 | epoch 2 |",
+            "|---|---|---|",
+            f"| seconds ({t['rows']} rows, 16 branches per step) | {t['seconds_per_epoch'][0]:.0f} | "
+            f"{t['seconds_per_epoch'][1]:.0f} |",
+            f"| seconds per row | {t['seconds_per_row'][0]:.2f} | {t['seconds_per_row'][1]:.2f} |",
+            "",
+            f"Second epoch / first: {t['second_over_first']:.2f}. States' KV cache on disk "
+            f"{t['kv_cache_bytes'] / 2**20:.1f} MiB ({t['kv_cache_bytes_per_row'] / 1024:.0f} KiB per row); peak memory "
+            f"{t['peak_rss_mb']} MiB. At epoch 1's rate, 3,000 rows take {t['projected_hours_3000_rows_epoch_1']:.2f} h.",
+            "",
+        ]
+    )
+    stem = f"adapters-{engine.name}"
+    print(write_result(Path(args.out), stem, record, md))
+
+
+if __name__ == "__main__":
+    main()
