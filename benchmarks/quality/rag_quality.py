@@ -396,6 +396,11 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default="auto", help="the engine's --dtype: auto, mixed, float32, bfloat16 (the header names it)"
     )
     ap.add_argument("--tag", default="")
+    ap.add_argument(
+        "--adapters",
+        default=None,
+        help="branch adapter folders (comma-separated): an adapter bound to a version answers its questions",
+    )
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument(
@@ -423,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
 
     registry = default_registry()
 
-    judge = Judge.load(args.model, calibration="shipped", dtype=args.dtype)
+    judge = Judge.load(
+        args.model, calibration="shipped", dtype=args.dtype, adapters=args.adapters.split(",") if args.adapters else None
+    )
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     record: dict[str, Any] = {
         "command": "python benchmarks/quality/rag_quality.py " + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -35,6 +35,24 @@ FLEX_BLOCK = 128  # FlexAttention's default tile (torch's _DEFAULT_SPARSE_BLOCK_
 _CHUNK_ELEMENTS = 1 << 24  # bools per tile-classification chunk: 16 MiB
 
 
+def attention_windows(config: Any) -> dict[str, int | None] | int | None:
+    """How masks must be built for this model's attention layers.
+
+    Returns ``None`` (one causal-style mask for every layer), an ``int`` (every layer uses a
+    sliding window of that span), or a dict ``{layer_type: window or None}`` when layer types
+    differ (e.g. Gemma 3's sliding and full layers): one mask per type, passed as a dict. One
+    mask for all layers would silently disable the window.
+    """
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types:
+        kinds = {t: (window if t == "sliding_attention" else None) for t in set(layer_types)}
+        return kinds if any(v is not None for v in kinds.values()) else None
+    if window and getattr(config, "use_sliding_window", True):
+        return int(window)
+    return None
+
+
 def flex_available() -> bool:
     """True when this torch has ``torch.nn.attention.flex_attention``."""
     try:

@@ -1,18 +1,22 @@
 """Read rows: what a forward hands to the readout (:class:`Reads`), and the helpers that lay a
 request's question views out as rows after its prefix and renumber their labels.
 
-Used by :mod:`logitjudge.engine.runner`; no model code here.
+Used by :mod:`logitjudge.engine.runner`; the one piece that touches the model is
+:func:`counting_tokens` (forward hooks that count tokens, for progress bars).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from logitjudge.engine.pack import LabelTerm, RequestPlan
 
-__all__ = ["Reads", "groups_tag", "one_row", "relabel", "row_adapters", "rows_of", "shift_labels"]
+__all__ = ["Reads", "counting_tokens", "groups_tag", "one_row", "relabel", "row_adapters", "rows_of", "shift_labels"]
 
 
 @dataclass
@@ -97,3 +101,33 @@ def row_adapters(plan: RequestPlan) -> list[int]:
         for view in q.views:
             out += [q.adapter] * (1 if all(len(lab) == 1 for lab in view.labels) else len(view.labels))
     return out
+
+
+@contextmanager
+def counting_tokens(decoder: Any, callback: Callable[[int], None]) -> Iterator[None]:
+    """While open, ``callback(tokens)`` as each forward pass moves through ``decoder``.
+
+    Hooks on the decoder layers report, after each layer, its share in whole tokens of its
+    input's slots (batch x length, padding included): a forward over ``T`` slots adds ``T``,
+    in one step per layer (one per forward without a ``layers`` list). A prefix taken from
+    the state cache runs no forward, so it adds nothing.
+    """
+    layers = list(getattr(decoder, "layers", None) or [decoder])
+    n = len(layers)
+
+    def hook_for(i: int) -> Callable[..., None]:
+        def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], _out: Any) -> None:
+            hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("input_ids"))
+            shape: tuple[int, ...] = tuple(getattr(hidden, "shape", ()))
+            if len(shape) >= 2:
+                slots = int(shape[0]) * int(shape[1])
+                callback(slots * (i + 1) // n - slots * i // n)
+
+        return hook
+
+    handles = [layer.register_forward_hook(hook_for(i), with_kwargs=True) for i, layer in enumerate(layers)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -26,14 +26,14 @@ side, so tests can assert which path ran at which length.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 
 from logitjudge.engine.adapters import AdapterSlots
-from logitjudge.engine.attention import flex_block_mask
+from logitjudge.engine.attention import attention_windows, flex_block_mask
 from logitjudge.engine.config import STRATEGIES, EngineConfig
 from logitjudge.engine.pack import (
     LabelTerm,
@@ -46,7 +46,16 @@ from logitjudge.engine.pack import (
     padded_allowed,
 )
 from logitjudge.engine.precision import state_autocast, upcast_cache
-from logitjudge.engine.rows import Reads, groups_tag, one_row, relabel, row_adapters, rows_of, shift_labels
+from logitjudge.engine.rows import (
+    Reads,
+    counting_tokens,
+    groups_tag,
+    one_row,
+    relabel,
+    row_adapters,
+    rows_of,
+    shift_labels,
+)
 from logitjudge.engine.state_cache import StateCache, can_repeat, fork_cache, output_cache, repeat_cache
 
 PREFIX_GROUP_TOKENS = 256
@@ -55,24 +64,6 @@ SmolLM2-135M fp32, a 2,041-token state with 64 mixed questions = 2,897 branch to
 causal forward over the same 4,938 tokens = 1.00): one group 1.19, groups of <= 1,024 tokens
 0.91, <= 512 0.90, <= 256 0.84. SDPA on CPU with a float mask costs 1.36x the unmasked kernel
 per score (2,900 x 4,941, measured), so fewer masked scores win over fewer calls."""
-
-
-def attention_windows(config: Any) -> dict[str, int | None] | int | None:
-    """How masks must be built for this model's attention layers.
-
-    Returns ``None`` (one causal-style mask for every layer), an ``int`` (every layer uses a
-    sliding window of that span), or a dict ``{layer_type: window or None}`` when layer types
-    differ (e.g. Gemma 3's sliding and full layers): one mask per type, passed as a dict. One
-    mask for all layers would silently disable the window.
-    """
-    window = getattr(config, "sliding_window", None)
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types:
-        kinds = {t: (window if t == "sliding_attention" else None) for t in set(layer_types)}
-        return kinds if any(v is not None for v in kinds.values()) else None
-    if window and getattr(config, "use_sliding_window", True):
-        return int(window)
-    return None
 
 
 class Runner:
@@ -137,34 +128,10 @@ class Runner:
         self.adapters = AdapterSlots(model)
         """The branch adapters questions may run (:mod:`logitjudge.engine.adapters`)."""
 
-    @contextmanager
-    def counting_tokens(self, callback: Callable[[int], None]) -> Iterator[None]:
-        """While open, ``callback(tokens)`` as each forward pass moves through the model.
-
-        Hooks on the decoder layers report, after each layer, its share in whole tokens of its
-        input's slots (batch x length, padding included): a forward over ``T`` slots adds ``T``,
-        in one step per layer (one per forward without a ``layers`` list). A prefix taken from
-        the state cache runs no forward, so it adds nothing.
-        """
-        layers = list(getattr(self.decoder, "layers", None) or [self.decoder])
-        n = len(layers)
-
-        def hook_for(i: int) -> Callable[..., None]:
-            def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], _out: Any) -> None:
-                hidden = args[0] if args else kwargs.get("hidden_states", kwargs.get("input_ids"))
-                shape: tuple[int, ...] = tuple(getattr(hidden, "shape", ()))
-                if len(shape) >= 2:
-                    slots = int(shape[0]) * int(shape[1])
-                    callback(slots * (i + 1) // n - slots * i // n)
-
-            return hook
-
-        handles = [layer.register_forward_hook(hook_for(i), with_kwargs=True) for i, layer in enumerate(layers)]
-        try:
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
+    def counting_tokens(self, callback: Callable[[int], None]) -> AbstractContextManager[None]:
+        """While open, ``callback(tokens)`` as each forward pass moves through the model
+        (:func:`~logitjudge.engine.rows.counting_tokens` on this model's decoder layers)."""
+        return counting_tokens(self.decoder, callback)
 
     @property
     def flex(self) -> bool:

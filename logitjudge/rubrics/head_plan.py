@@ -145,19 +145,20 @@ def adapter_for(defn: EvaluatorDef, engine: Mapping[str, Any]) -> str | None:
 def with_adapters(plan: ItemPlan, engine: Mapping[str, Any]) -> ItemPlan:
     """``plan`` with the loaded branch adapters applied (in place, and returned): every question of
     an evaluator that a loaded adapter was trained on (:func:`adapter_for`) names that adapter, in
-    the item's request and in its chunk groups alike, and its ``contrast`` twin is not asked (the
-    adapter was trained to answer the question with the context, as a head reads it)."""
+    the item's request and in its chunk groups alike, read from its label logits (a head of the
+    evaluator is not read: it was fitted on the base model's states), and its ``contrast`` twin is
+    not asked (the adapter was trained to answer the question with the context, as a head reads it)."""
     for k, (sel, ids) in enumerate(plan.owners):
         name = adapter_for(sel.definition, engine)
         if name is None:
             continue
         keys = set(ids)
         for qid in keys & plan.questions.keys():
-            plan.questions[qid] = replace(plan.questions[qid], adapter=name)
+            plan.questions[qid] = replace(plan.questions[qid], adapter=name, head=None)
             plan.contrast.pop(qid, None)
         for _state, qs in plan.groups.values():
             for qid in keys & qs.keys():
-                qs[qid] = replace(qs[qid], adapter=name)
+                qs[qid] = replace(qs[qid], adapter=name, head=None)
         if sel.definition.contrast is not None:
             plan.owners[k] = (Selected(sel.definition.model_copy(update={"contrast": None}), sel.explicit), ids)
     return plan
