@@ -81,6 +81,15 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="branches (rows) per forward and backward; many share one read of the weights (default 16)",
     )
     g.add_argument(
+        "--max-train-rows",
+        type=positive_int,
+        default=None,
+        help="train on at most this many of the training rows (seeded; the held-out rows do not change)",
+    )
+    g.add_argument(
+        "--report-rows", type=positive_int, default=None, help="report on at most this many held-out rows (seeded)"
+    )
+    g.add_argument(
         "--work",
         default=None,
         help="the states' KV cache (bf16, on disk) and the checkpoint; a re-run resumes (default: <out>/.adapter)",
@@ -173,10 +182,14 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         batch_size=args.branches_per_step,
         seed=args.seed,
         holdout=args.holdout,
+        max_rows=args.max_train_rows,
+        report_rows=args.report_rows,
     )
+    args.heads = "shipped"  # a head shipped for this question is reported beside the adapter
     args.state_cache_mb = 0  # training keeps states' KV on disk (--work), not in the serving cache
     work = Path(args.work) if args.work else Path(args.out) / ".adapter"
     n_train = len(held_out_split(examples, args.holdout, args.seed)[0])
+    n_train = min(n_train, args.max_train_rows or n_train)
     try:
         judge = load_judge(args)
         with tqdm(total=n_train * args.epochs, desc="adapter", unit="row", file=sys.stderr) as bar:
@@ -188,8 +201,17 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 bar.set_postfix(loss=f"{info['loss']:.3f}", tok_s=f"{rate:.0f}")
                 bar.update(rows)
 
+            head = (
+                defn.head.name if defn.head is not None and defn.head.name in judge.engine.describe()["heads"] else None
+            )
             result = train_adapter(
-                judge.engine, examples, config, evaluator=f"{defn.name}@{defn.version}", work=work, progress=step
+                judge.engine,
+                examples,
+                config,
+                evaluator=f"{defn.name}@{defn.version}",
+                work=work,
+                progress=step,
+                compare_head=head,
             )
     except KeyboardInterrupt:
         print(f"interrupted: the checkpoint in {work} resumes this run", file=sys.stderr)

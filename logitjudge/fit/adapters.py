@@ -70,6 +70,10 @@ class AdapterTrainingConfig:
         seed: the split, the initialisation and the order of the rows.
         holdout: share of the row groups kept out of training for the report.
         checkpoint_every: steps between checkpoints.
+        max_rows: train on at most this many of the training rows (a seeded draw; ``None``: all).
+            The held-out split does not depend on it, so runs of different sizes report on the
+            same held-out rows.
+        report_rows: report on at most this many held-out rows (a seeded draw; ``None``: all).
     """
 
     rank: int = 16
@@ -82,6 +86,8 @@ class AdapterTrainingConfig:
     seed: int = 0
     holdout: float = 0.2
     checkpoint_every: int = 50
+    max_rows: int | None = None
+    report_rows: int | None = None
 
 
 @dataclass
@@ -296,6 +302,7 @@ def train_adapter(
     work: str | Path,
     progress: Callable[[int, dict[str, Any]], None] | None = None,
     report_batch: int = 8,
+    compare_head: str | None = None,
 ) -> AdapterResult:
     """Train an adapter for ``examples`` (one evaluator's questions) and report on held-out groups.
 
@@ -307,6 +314,8 @@ def train_adapter(
         work: the KV cache (``work/kv``) and the checkpoint (``work/checkpoint.pt``); a checkpoint of
             the same examples and settings is resumed.
         progress: called after each step with the rows it trained and ``{"loss", "tokens"}``.
+        compare_head: a trained head loaded on the engine that reads the same question: the
+            report puts its figures on the same held-out rows beside the adapter's.
 
     Returns:
         an :class:`AdapterResult`; ``trained`` holds seconds per row per epoch, the KV cache's size
@@ -328,6 +337,11 @@ def train_adapter(
     store = KVStore(work / "kv", (described["fingerprint"], described["precision"], described["prompt_version"]))
     rows = _rows(engine, examples)
     train, test = held_out_split(examples, config.holdout, config.seed)
+    draw = random.Random(config.seed)
+    if config.max_rows is not None and config.max_rows < len(train):
+        train = sorted(draw.sample(train, config.max_rows))
+    if config.report_rows is not None and config.report_rows < len(test):
+        test = sorted(draw.sample(test, config.report_rows))
     params = _lora_parameters(engine.lm.model, config, config.seed)
     adapter = BranchAdapter(TRAINING_NAME, params, config.alpha / config.rank, _common_start(rows))
     optimizer = torch.optim.AdamW([p for ab in params.values() for p in ab], lr=config.lr, weight_decay=0.0)
@@ -404,24 +418,36 @@ def train_adapter(
     result = AdapterResult(trained, config, evaluator, qtype, options, described, trained=info)
     if test:
         result.metrics = held_out_report(
-            engine, trained, [examples[i] for i in test], train, examples, config.seed, batch=report_batch
+            engine,
+            trained,
+            [examples[i] for i in test],
+            train,
+            examples,
+            config.seed,
+            batch=report_batch,
+            head=compare_head,
         )
     return result
 
 
-def _answers(engine: Any, examples: Sequence[Example], adapter: str | None, batch: int) -> np.ndarray:
-    """(N, C) probabilities of each example's options (request order), with or without the adapter."""
-    out = []
+def _answers(
+    engine: Any, examples: Sequence[Example], adapter: str | None, batch: int, head: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(N, C) probabilities of each example's options (request order), with or without the adapter,
+    and the label readout's beside them (the same unless ``head`` reads the question)."""
+    out, labels = [], []
     for k in range(0, len(examples), batch):
         reqs = [
-            EngineRequest(e.state, (replace(e.question, rotations=1, head=None, adapter=adapter),))
+            EngineRequest(e.state, (replace(e.question, rotations=1, head=head, adapter=adapter),))
             for e in examples[k : k + batch]
         ]
         for res in engine.run_batch(reqs):
             if isinstance(res, Exception):
                 raise res
-            out.append(list(res.answers[0].probabilities))
-    return np.array(out)
+            answer = res.answers[0]
+            out.append(list(answer.probabilities))
+            labels.append(list(answer.label_probabilities or answer.probabilities))
+    return np.array(out), np.array(labels)
 
 
 def held_out_report(
@@ -433,20 +459,24 @@ def held_out_report(
     seed: int,
     *,
     batch: int = 8,
+    head: str | None = None,
 ) -> dict[str, Any]:
-    """The adapter on held-out examples beside the zero-shot readout and the training majority
-    class, overall and per source (:func:`classification_report`; intervals by group)."""
+    """The adapter on held-out examples beside the zero-shot readout, the training majority class
+    and, with ``head`` (a head loaded on the engine for this question), that head on the same rows,
+    overall and per source (:func:`classification_report`; intervals by group)."""
     options = [str(o.name) for o in test[0].question.options]
     gold = [e.label for e in test]
     groups = [e.group for e in test]
     engine.set_adapters([adapter])
     try:
-        probs = _answers(engine, test, adapter.name, batch)
+        probs, _ = _answers(engine, test, adapter.name, batch)
     finally:
         engine.set_adapters([])
-    zero = _answers(engine, test, None, batch)
+    by_head, zero = _answers(engine, test, None, batch, head)
     report = classification_report(gold, probs, options, groups, seed=seed)
     report["zero_shot"] = classification_report(gold, zero, options, groups, seed=seed)
+    if head is not None:
+        report["head"] = {"name": head, **classification_report(gold, by_head, options, groups, seed=seed)}
     counts = {o: sum(examples[i].label == o for i in train) for o in options}
     majority = max(options, key=lambda o: counts[o])
     onehot = np.array([[0.98 if o == majority else 0.02 / (len(options) - 1) for o in options] for _ in test])
@@ -457,6 +487,10 @@ def held_out_report(
         report["per_source"][src] = classification_report(
             [gold[k] for k in sel], probs[sel], options, [groups[k] for k in sel], seed=seed
         )
+        if head is not None:
+            report["per_source"][src]["head"] = classification_report(
+                [gold[k] for k in sel], by_head[sel], options, [groups[k] for k in sel], seed=seed
+            )
     return report
 
 
@@ -519,6 +553,8 @@ def _card(binding: dict[str, Any]) -> str:
         f"- zero-shot label readout: {fig(m.get('zero_shot'))}",
         f"- training majority class: {fig(m.get('majority'))}",
     ]
+    if m.get("head"):
+        lines.append(f"- the trained head `{m['head']['name']}` on the same rows: {fig(m['head'])}")
     for src, r in (m.get("per_source") or {}).items():
         lines.append(f"- {src}: {fig(r)}")
     return "\n".join(lines) + "\n"
