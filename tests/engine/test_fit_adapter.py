@@ -93,3 +93,49 @@ def test_trains_resumes_and_writes_a_folder_peft_loads(engine, tmp_path):
         last = in_peft(input_ids=torch.tensor([plan.prefix + view.branch]), alora_offsets=[len(view.branch)]).logits
     p = torch.softmax(torch.stack([last[0, -1, lab[0]] for lab in view.labels]).float(), 0)
     assert abs(float(p[view.option_index.index(0)]) - got[0]) <= 1e-4
+
+
+def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
+    """``logitjudge fit --adapter`` on the embedded 135M writes a folder bound to faithfulness@2,
+    and ``evaluate --adapters`` answers that evaluator with it: its scores move from a plain run's."""
+    import json
+
+    from logitjudge.cli import main
+
+    rows = []
+    for k in range(16):
+        ok = k % 2 == 0
+        rows.append(
+            {
+                "id": f"r{k}",
+                "input": f"Where is depot {k}?",
+                "output": f"Depot {k} is in {'Leeds' if ok else 'Paris'}.",
+                "context": [f"Depot {k} opened in Leeds in {1990 + k}."],
+                "gold": {"faithful": ok},
+            }
+        )
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    fit = ["fit", str(path), "--evaluator", "faithfulness", "--label-key", "faithful", "--adapter"]
+    fit += ["--out", str(tmp_path / "adapters"), "--model", "smollm2-135m", "--rank", "2", "--adapt-layers", "2"]
+    fit += ["--branches-per-step", "4", "--holdout", "0.25", "--dtype", "float32"]
+    assert main(fit) == 0
+    out = json.loads(capsys.readouterr().out)
+    folder = tmp_path / "adapters" / "faithfulness"
+    assert out["adapter"] == str(folder) and out["trained"]["rows"] == 12 and out["metrics"]["rows"] == 4
+    binding = json.loads((folder / "logitjudge_adapter.json").read_text())
+    assert binding["evaluator"] == "faithfulness@2" and binding["question_type"] == "noul"
+
+    def evaluate(*extra: str) -> list[dict]:
+        res = tmp_path / f"res{len(extra)}.jsonl"
+        argv = ["evaluate", str(path), "--evaluators", "faithfulness", "--out", str(res), "--model", "smollm2-135m"]
+        assert main([*argv, "--dtype", "float32", *extra]) == 0
+        return [json.loads(line) for line in res.read_text().splitlines()]
+
+    adapted, plain = evaluate("--adapters", str(folder)), evaluate()
+    assert len(adapted) == len(plain) == 16
+    moved = [
+        abs(a["results"]["faithfulness"]["score"] - p["results"]["faithfulness"]["score"])
+        for a, p in zip(adapted, plain)
+    ]
+    assert max(moved) > 1e-3
