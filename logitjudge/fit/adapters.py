@@ -17,6 +17,10 @@ reading the weights, not by arithmetic):
 - **Many branches per step.** ``batch_size`` branches of different states run in one forward: their
   state KV left-padded to the longest, an additive mask hiding the padding, each row's position ids
   continuing its own state. One weight read then serves the whole batch.
+- **The branch's frozen layers once.** The layers below the lowest adapted one run base weights on
+  the branch too, so what enters that layer does not change while training: the first epoch keeps
+  it (fp32, beside the KV), and later epochs and resumed runs start the branch there, running only
+  the adapted layers forward and backward.
 - **Gradients through the branch only.** The adapter's update runs on the branch tokens only (the
   engine's own per-token hooks, so training computes exactly what serving computes); the state's
   keys and values are constants of the step.
@@ -139,8 +143,22 @@ class KVStore:
         torch.save(kv, tmp)
         tmp.replace(path)
 
+    def _stem_path(self, prefix: Sequence[int], branch: Sequence[int], layer: int) -> Path:
+        h = hashlib.sha256(json.dumps([self.namespace, list(prefix), list(branch), layer]).encode()).hexdigest()
+        return self.folder / f"{h[:32]}.stem.pt"
+
+    def get_stem(self, prefix: Sequence[int], branch: Sequence[int], layer: int) -> torch.Tensor | None:
+        """(len(branch), H) fp32: the branch's hidden states entering decoder layer ``layer`` (0-based), or None."""
+        path = self._stem_path(prefix, branch, layer)
+        return torch.load(path, weights_only=True) if path.exists() else None
+
+    def put_stem(self, prefix: Sequence[int], branch: Sequence[int], layer: int, hidden: torch.Tensor) -> None:
+        path = self._stem_path(prefix, branch, layer)
+        torch.save(hidden.detach().float().cpu().clone(), path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)
+
     def nbytes(self) -> int:
-        """Bytes on disk."""
+        """Bytes on disk (the states' KV and the branches' frozen-layer outputs)."""
         return sum(p.stat().st_size for p in self.folder.glob("*.pt"))
 
 
@@ -227,10 +245,21 @@ def _batches(order: Sequence[int], rows: Sequence[_Row], size: int) -> list[list
 
 
 def _branch_logits(
-    engine: Any, rows: Sequence[_Row], kvs: Sequence[list[tuple[torch.Tensor, torch.Tensor]]], slot: int
+    engine: Any,
+    rows: Sequence[_Row],
+    kvs: Sequence[list[tuple[torch.Tensor, torch.Tensor]]],
+    slot: int,
+    *,
+    first: int = 0,
+    stems: Sequence[torch.Tensor | None] | None = None,
+    keep_stem: Callable[[int, torch.Tensor], None] | None = None,
 ) -> list[torch.Tensor]:
     """Per row, its labels' logits (n_options,) fp32 at its answer position, through a forward of
-    every branch after its own state's KV (left-padded), with the adapter in ``slot`` on the branches."""
+    every branch after its own state's KV (left-padded), with the adapter in ``slot`` on the branches.
+
+    ``first`` (0-based) is the lowest adapted layer. With ``stems`` (per row, what enters layer
+    ``first``, (len(branch), H)) the forward starts there: layers below it are not run. Otherwise
+    the full forward runs and ``keep_stem(row, hidden)`` receives what entered layer ``first``."""
     from transformers import DynamicCache
 
     runner = engine.runner
@@ -258,15 +287,49 @@ def _branch_logits(
         allowed[b, :, S - n : S] = True
         allowed[b, :, S:] = causal
     adapter_ids = torch.full((B, W), slot, dtype=torch.long)
-    out = runner._decode(
-        ids,
-        pos,
-        cache=cache,
-        adapter_ids=adapter_ids,
-        attention_mask=additive_mask(allowed, dtype).to(device),
-        use_cache=True,
-        cache_position=torch.arange(S, S + W, device=device),
-    )
+    mask = additive_mask(allowed, dtype).to(device)
+    decoder = runner.decoder
+    layers = decoder.layers
+    if stems is not None and first > 0 and all(x is not None for x in stems):
+        embeds = torch.zeros(B, W, stems[0].shape[-1], dtype=dtype)  # type: ignore[union-attr]
+        for b, stem in enumerate(stems):
+            embeds[b, : stem.shape[0]] = stem.to(dtype)  # type: ignore[union-attr]
+        decoder.layers = torch.nn.ModuleList(list(layers)[first:])  # the frozen layers are not run
+        try:
+            with runner.adapters.tokens(adapter_ids):
+                out = decoder(
+                    inputs_embeds=embeds.to(device),
+                    position_ids=pos.to(device),
+                    attention_mask=mask,
+                    use_cache=True,
+                    cache_position=torch.arange(S, S + W, device=device),
+                    **{runner.cache_kw: cache},
+                )
+        finally:
+            decoder.layers = layers
+    else:
+        handle = None
+        if keep_stem is not None and first > 0:
+
+            def keep(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+                hidden = args[0] if args else kwargs["hidden_states"]
+                for b, r in enumerate(rows):
+                    keep_stem(b, hidden[b, : len(r.branch)])
+
+            handle = layers[first].register_forward_pre_hook(keep, with_kwargs=True)
+        try:
+            out = runner._decode(
+                ids,
+                pos,
+                cache=cache,
+                adapter_ids=adapter_ids,
+                attention_mask=mask,
+                use_cache=True,
+                cache_position=torch.arange(S, S + W, device=device),
+            )
+        finally:
+            if handle is not None:
+                handle.remove()
     last = torch.tensor([len(r.branch) - 1 for r in rows], device=device)
     h = out.last_hidden_state[torch.arange(B, device=device), last].float()  # (B, H)
     head = runner.model.get_output_embeddings()
@@ -365,6 +428,7 @@ def train_adapter(
 
     engine.set_adapters([adapter])
     slot = engine.runner.adapters.slot(TRAINING_NAME)
+    first = min(int(p.split(".layers.")[1].split(".")[0]) for p in params)
     try:
         for epoch in range(state["epoch"], config.epochs):
             rng = random.Random(config.seed * 1000 + epoch)
@@ -375,7 +439,12 @@ def train_adapter(
             for step in range(state["step"], len(batches)):
                 batch = [rows[i] for i in batches[step]]
                 kvs = [_state_kv(engine, r.prefix, store) for r in batch]
-                logits = _branch_logits(engine, batch, kvs, slot)
+                stems = [store.get_stem(r.prefix, r.branch, first) for r in batch]
+
+                def keep(b: int, hidden: torch.Tensor, batch: list[_Row] = batch) -> None:
+                    store.put_stem(batch[b].prefix, batch[b].branch, first, hidden)
+
+                logits = _branch_logits(engine, batch, kvs, slot, first=first, stems=stems, keep_stem=keep)
                 loss = torch.stack([-torch.log_softmax(z, 0)[r.gold] for z, r in zip(logits, batch)]).mean()
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
