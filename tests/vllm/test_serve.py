@@ -137,3 +137,21 @@ def test_concurrent_requests_are_in_vllm_at_once(served: str) -> None:
 def test_jevcompat_conformant_against_serve_backend_vllm(served: str, tmp_path: Path) -> None:
     summary = run_jevcompat(served, tmp_path / "jevcompat-vllm.json")
     assert summary["SHOULD"]["passed"] == 13  # auth.missing and auth.invalid need --key
+
+
+def test_a_question_naming_an_adapter_is_refused_naming_it(served: str, vllm_judge) -> None:
+    """vLLM has no activated LoRA: a question with ``x_adapter`` is a 422 naming its field (it is
+    not answered without the adapter), and loading adapters is refused before serving."""
+    from logitjudge.errors import UnsupportedModelError
+
+    body = {
+        "model": "jev-latest",
+        "state": "The parcel arrived broken.",
+        "questions": {"q": {"type": "noul", "instructions": "Broken?", "x_adapter": "faithfulness"}},
+    }
+    r = httpx.post(f"{served}/v1/systemone", json=body, timeout=300)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "questions", "q", "adapter"]
+    assert "vllm" in r.json()["detail"][0]["msg"]
+    with pytest.raises(UnsupportedModelError, match="transformers backend"):
+        vllm_judge.engine.load_adapters(["adapters/faithfulness"])
