@@ -9,8 +9,9 @@
    The ratio of the medians is what adapters cost; the plain questions' answers are checked equal.
 2. **Training.** ``train_adapter`` on ``--train-rows`` chunk_support rows of
    ``shared/data/train/vitaminc_support`` (seeded sample, no held-out report) for two epochs:
-   seconds per row in the first epoch (states run and cached) and the second (states read from the
-   disk cache), the cache's size on disk and the process's peak memory.
+   seconds per row in the first epoch (states run, their KV and what enters the lowest adapted layer
+   cached on disk) and the second (only the adapted layers run), the cache's size on disk and the
+   process's peak memory. ``--parts training`` reruns this part alone (the other keeps its record).
 
 Writes ``benchmarks/results/adapters-<model>.{json,md}`` with the run's commit, date and machine.
 """
@@ -152,20 +153,34 @@ def main() -> None:
     ap.add_argument("--train-rows", type=int, default=48)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results"))
+    ap.add_argument(
+        "--parts",
+        default="serving,training",
+        help="which parts to run; a part left out keeps its record (and that record's metadata) from the last result",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     engine = Engine.load(args.model, state_cache_mb=0)
-    record = {"meta": run_metadata(str(engine.lm.device)), "engine": engine.describe()}
-    record["serving"] = serving(engine, args.state_tokens, args.repeats)
-    print(json.dumps(record["serving"], indent=2), flush=True)
-    record["training"] = training(engine, args.train_rows, args.seed)
-    print(json.dumps(record["training"], indent=2), flush=True)
+    stem = f"adapters-{engine.name}"
+    meta = run_metadata(str(engine.lm.device))
+    previous = Path(args.out) / f"{stem}.json"
+    record = json.loads(previous.read_text()) if previous.exists() else {}
+    record["engine"] = engine.describe()
+    parts = args.parts.split(",")
+    if "serving" in parts:
+        record["serving"] = {**serving(engine, args.state_tokens, args.repeats), "meta": meta}
+        print(json.dumps(record["serving"], indent=2), flush=True)
+    if "training" in parts:
+        record["training"] = {**training(engine, args.train_rows, args.seed), "meta": meta}
+        print(json.dumps(record["training"], indent=2), flush=True)
+    record["meta"] = meta
     s, t = record["serving"], record["training"]
     md = "\n".join(
         [
             f"# Branch adapters: serving and training cost ({engine.name}, {engine.precision}, {args.threads} threads)",
             "",
-            f"Commit {record['meta'].get('git_sha')}, {record['meta'].get('date')}, {record['meta'].get('device_name')}.",
+            f"Serving: commit {s['meta'].get('git_sha')}, {s['meta'].get('date')}, {s['meta'].get('device_name')}. "
+            f"Training: commit {t['meta'].get('git_sha')}, {t['meta'].get('date')}, {t['meta'].get('device_name')}.",
             "",
             "| serving: one request | median s | ratio |",
             "|---|---|---|",
@@ -182,13 +197,12 @@ def main() -> None:
             f"{t['seconds_per_epoch'][1]:.0f} |",
             f"| seconds per row | {t['seconds_per_row'][0]:.2f} | {t['seconds_per_row'][1]:.2f} |",
             "",
-            f"Second epoch / first: {t['second_over_first']:.2f}. States' KV cache on disk "
+            f"Second epoch / first: {t['second_over_first']:.2f}. Cache on disk (states' KV, branches' frozen layers) "
             f"{t['kv_cache_bytes'] / 2**20:.1f} MiB ({t['kv_cache_bytes_per_row'] / 1024:.0f} KiB per row); peak memory "
             f"{t['peak_rss_mb']} MiB. At epoch 1's rate, 3,000 rows take {t['projected_hours_3000_rows_epoch_1']:.2f} h.",
             "",
         ]
     )
-    stem = f"adapters-{engine.name}"
     print(write_result(Path(args.out), stem, record, md))
 
 
