@@ -160,6 +160,11 @@ class Judge:
             backend=backend,
             vllm=vllm,
         )
+        if adapters:
+            from logitjudge.engine.adapters import check_folder
+
+            for folder in adapters:  # before the model loads: a wrong path fails at once
+                check_folder(folder)
         engine = _load_with_readouts(model, config, calibration, heads)
         if adapters:
             engine.load_adapters(adapters)

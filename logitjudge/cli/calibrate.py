@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, add_subcommand, complain, float_between, load_judge
+from logitjudge.cli.common import add_model_args, add_subcommand, complain, float_between, load_failure, load_judge
 from logitjudge.engine.calibration import NONE, SHIPPED, Calibration, shipped_for
 from logitjudge.engine.question_types import QUESTION_TYPES
 from logitjudge.errors import LogitJudgeError
@@ -226,7 +226,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         try:
             judge = load_judge(args)
         except LogitJudgeError as exc:
-            return _fail(f"cannot load the model: {exc.message}", 1)
+            return _fail(f"{load_failure(exc)}: {exc.message}", 1)
         described = judge.describe()
         if fitted_for is not None and any(fitted_for.get(k) != described.get(k) for k in ("fingerprint", "dtype")):
             return _fail("the result rows come from another model or dtype than --model")

@@ -187,6 +187,14 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def load_failure(exc: LogitJudgeError) -> str:
+    """What a failed :func:`load_judge` failed at: ``cannot load the adapters`` for an
+    :class:`~logitjudge.errors.AdapterError`, else ``cannot load the model``."""
+    from logitjudge.errors import AdapterError
+
+    return "cannot load the adapters" if isinstance(exc, AdapterError) else "cannot load the model"
+
+
 def load_judge(args: argparse.Namespace) -> Any:
     """A :class:`~logitjudge.Judge` from the shared model flags (:func:`add_model_args`).
 

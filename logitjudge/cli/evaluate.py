@@ -68,6 +68,7 @@ from logitjudge.cli.common import (
     add_subcommand,
     complain,
     float_between,
+    load_failure,
     load_judge,
     nonnegative_int,
     positive_int,
@@ -358,7 +359,7 @@ def _check_engine(run: ResumableRun) -> int | None:
     except ServerError as exc:
         return _fail(exc.message, _server_status(exc))
     except LogitJudgeError as exc:
-        return _fail(f"cannot load the model: {exc.message}", 1)
+        return _fail(f"{load_failure(exc)}: {exc.message}", 1)
     return None
 
 

@@ -27,9 +27,15 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("rows", nargs="+", help="labelled rows: .jsonl, .csv or .parquet files")
     p.add_argument(
-        "--evaluator", default="chunk_support", help="the evaluator whose head to train (name or name@version)"
+        "--evaluator",
+        default="chunk_support",
+        help="the evaluator whose head (or with --adapter, adapter) to train (name or name@version)",
     )
-    p.add_argument("--out", required=True, help="the folder the head is written into (as <out>/<head name>/)")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="the folder the head is written into (as <out>/<head name>/); with --adapter <out>/<evaluator name>/",
+    )
     p.add_argument(
         "--label-key",
         default="label",
@@ -212,9 +218,13 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 work=work,
                 progress=step,
                 compare_head=head,
+                log=lambda line: print(line, file=sys.stderr),
             )
     except KeyboardInterrupt:
-        print(f"interrupted: the checkpoint in {work} resumes this run", file=sys.stderr)
+        if (work / "checkpoint.pt").exists():
+            print(f"interrupted: the checkpoint in {work} resumes this run", file=sys.stderr)
+        else:
+            print("interrupted before the first checkpoint: nothing to resume", file=sys.stderr)
         return 130
     except (RequestError, ConfigurationError) as exc:
         print(error_json(exc), file=sys.stderr)

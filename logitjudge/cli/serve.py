@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any
 
-from logitjudge.cli.common import add_model_args, fail, load_judge, positive_int
+from logitjudge.cli.common import add_model_args, fail, load_failure, load_judge, positive_int
 from logitjudge.cli.config_args import add_config_argument, config_values
 from logitjudge.engine.config import VLLM_CONCURRENT_BATCHES
 from logitjudge.errors import ConfigurationError, LogitJudgeError, RequestError
@@ -194,9 +194,9 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         judge = load_judge(args)
     except (RequestError, ConfigurationError) as exc:  # a bad --model, --device, --dtype, --backend, --calibration
-        return fail(f"cannot load the model: {exc.message}", exc.error_type)
+        return fail(f"{load_failure(exc)}: {exc.message}", exc.error_type)
     except LogitJudgeError as exc:
-        return fail(f"cannot load the model: {exc.message}", exc.error_type, status=1)
+        return fail(f"{load_failure(exc)}: {exc.message}", exc.error_type, status=1)
     app = create_app(judge, api_keys=keys, **config_values(args, ServerConfig))
     # Never log the keys themselves, only how many there are.
     logger.info(

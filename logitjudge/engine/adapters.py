@@ -105,7 +105,7 @@ class BranchAdapter:
         if bad:
             said = ", ".join(f"{k}: adapter {a!r}, engine {b!r}" for k, (a, b) in bad.items())
             raise AdapterError(
-                f"adapter {self.name!r} was trained for other weights or another prompt ({said}); "
+                f"adapter {self.name!r} ({ADAPTER_BINDING}) was trained for other weights or another prompt ({said}); "
                 "train one for this model with `logitjudge fit --adapter`",
                 field=(ADAPTER_BINDING, next(iter(bad))),
             )
@@ -121,6 +121,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise AdapterError(f"{path}: must be a JSON object", field=(path.name,))
     return data
+
+
+def check_folder(path: str | Path) -> None:
+    """The checks of :func:`load_adapter` that need no model (the folder, its config): run before a
+    model loads, so a wrong path fails in a second, not after the load.
+
+    Raises:
+        AdapterError: like :func:`load_adapter`.
+    """
+    folder = Path(path)
+    if not folder.exists():
+        raise AdapterError(f"{folder}: does not exist", field=("adapters",))
+    read_config(folder)
 
 
 def read_config(folder: Path) -> tuple[float, tuple[int, ...]]:
@@ -182,8 +195,10 @@ def load_adapter(path: str | Path, model: Any, *, name: str | None = None) -> Br
     from safetensors.torch import load_file
 
     folder = Path(path)
+    if not folder.exists():
+        raise AdapterError(f"{folder}: does not exist", field=("adapters",))
     if not folder.is_dir():
-        raise AdapterError(f"{folder}: not an adapter folder", field=("adapters",))
+        raise AdapterError(f"{folder}: not an adapter folder (a folder holding {ADAPTER_CONFIG})", field=("adapters",))
     scaling, tokens = read_config(folder)
     binding = _read_json(folder / ADAPTER_BINDING) if (folder / ADAPTER_BINDING).exists() else {}
     if binding and binding.get("format") != ADAPTER_FORMAT:

@@ -335,6 +335,27 @@ class Engine:
 
         self.set_adapters([load_adapter(f, self.lm.model) for f in folders])
 
+    def _check_adapter(self, q: Question, i: int) -> None:
+        """A question that names an adapter: it is loaded and, where its binding says which
+        question it was trained on, this is that type with those options."""
+        where = ("questions", i, "adapter")
+        adapter = self._adapters.get(q.adapter or "")
+        if adapter is None:
+            raise InvalidRequestError(
+                f"questions[{i}].adapter: no adapter {q.adapter!r} loaded (loaded: {sorted(self._adapters) or 'none'})",
+                field=where,
+            )
+        trained_type, trained_options = adapter.binding.get("question_type"), adapter.binding.get("options")
+        names = sorted(str(o.name) for o in q.options)
+        if trained_type is not None and (
+            q.type != trained_type or (trained_options and names != sorted(trained_options))
+        ):
+            raise InvalidRequestError(
+                f"questions[{i}].adapter: adapter {q.adapter!r} was trained on a {trained_type} question with options "
+                f"{list(trained_options or [])}, not a {q.type} with {names}",
+                field=where,
+            )
+
     def _check_head(self, q: Question, i: int) -> None:
         """A question that names a head: the head is loaded, reads this type and these options."""
         where = ("questions", i, "head")
@@ -377,12 +398,8 @@ class Engine:
         for i, (q, spec) in enumerate(zip(request.questions, specs)):
             if q.head is not None:
                 self._check_head(q, i)
-            if q.adapter is not None and q.adapter not in self._adapters:
-                raise InvalidRequestError(
-                    f"questions[{i}].adapter: no adapter {q.adapter!r} loaded "
-                    f"(loaded: {sorted(self._adapters) or 'none'})",
-                    field=("questions", i, "adapter"),
-                )
+            if q.adapter is not None:
+                self._check_adapter(q, i)
             views = self.prompt.views(q, request.state, prefix_ids)
             questions.append(
                 QuestionPlan(

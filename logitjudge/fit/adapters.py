@@ -366,6 +366,7 @@ def train_adapter(
     progress: Callable[[int, dict[str, Any]], None] | None = None,
     report_batch: int = 8,
     compare_head: str | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> AdapterResult:
     """Train an adapter for ``examples`` (one evaluator's questions) and report on held-out groups.
 
@@ -379,6 +380,7 @@ def train_adapter(
         progress: called after each step with the rows it trained and ``{"loss", "tokens"}``.
         compare_head: a trained head loaded on the engine that reads the same question: the
             report puts its figures on the same held-out rows beside the adapter's.
+        log: called with a line for a person (resuming, or a checkpoint that does not match).
 
     Returns:
         an :class:`AdapterResult`; ``trained`` holds seconds per row per epoch, the KV cache's size
@@ -408,7 +410,11 @@ def train_adapter(
     params = _lora_parameters(engine.lm.model, config, config.seed)
     adapter = BranchAdapter(TRAINING_NAME, params, config.alpha / config.rank, _common_start(rows))
     optimizer = torch.optim.AdamW([p for ab in params.values() for p in ab], lr=config.lr, weight_decay=0.0)
-    digest = hashlib.sha256(json.dumps([[e.key for e in examples], asdict(config)]).encode()).hexdigest()
+    # what a checkpoint must match to be resumed: every row as the engine sees it (state, branch,
+    # labels, gold), the settings, and the engine (weights, precision, prompt)
+    seen = [[list(r.prefix), list(r.branch), list(r.labels), r.gold] for r in rows]
+    bound = [described[k] for k in ("fingerprint", "precision", "prompt_version")]
+    digest = hashlib.sha256(json.dumps([seen, asdict(config), bound, evaluator]).encode()).hexdigest()
     checkpoint = work / "checkpoint.pt"
     state: dict[str, Any] = {"epoch": 0, "step": 0, "seconds": [], "losses": []}
     if checkpoint.exists():
@@ -419,6 +425,13 @@ def train_adapter(
                 b.data.copy_(saved["weights"][path][1])
             optimizer.load_state_dict(saved["optimizer"])
             state = saved["state"]
+            done = state["epoch"] * len(train) + min(len(train), state["step"] * config.batch_size)
+            if log is not None:
+                log(f"resuming from {checkpoint}: epoch {state['epoch'] + 1}, step {state['step']} ({done} rows done)")
+            if progress is not None and done:
+                progress(done, {"loss": state["losses"][-1] if state["losses"] else float("nan"), "tokens": 0})
+        elif log is not None:
+            log(f"{checkpoint} was made for other rows, settings or model: training anew (it will be replaced)")
 
     def save_checkpoint() -> None:
         weights = {p: (a.detach().clone(), b.detach().clone()) for p, (a, b) in params.items()}
@@ -608,7 +621,7 @@ def _card(binding: dict[str, Any]) -> str:
         f"# Adapter `{binding['name']}` for {binding['evaluator']}",
         "",
         f"An activated LoRA for `{binding['model']}` ({binding['prompt_version']}, {binding['precision']}): "
-        f"the {binding['question_type']} question's branch runs it; options {binding['options']}.",
+        f"the {binding['question_type']} question's branch runs it; options {', '.join(binding['options'])}.",
         "",
         "## Training",
         f"- rows: {t['rows']} (held out: {t['held_out_rows']} rows, by group); data: {', '.join(t['data']) or '-'}",

@@ -97,7 +97,8 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, labe
     for n, row in enumerate(rows):
         item = to_item(row, index=n)
         gold = row.get("gold") or {}
-        source = str(row.get("id", "")).split(":", 1)[0] or "rows"
+        rid_text = str(row.get("id", ""))
+        source = rid_text.split(":", 1)[0] if ":" in rid_text else "rows"
         rid = row.get("id", n)
         if defn.head is None:
             if not all(item.has(f) for f in defn.required) or not isinstance(gold, Mapping):

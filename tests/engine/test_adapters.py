@@ -308,3 +308,19 @@ def test_bad_folders_are_refused_naming_the_file_and_key(request, setup, tmp_pat
         engine.set_adapters([load_adapter(bound, model)])
     assert err.value.field == (ADAPTER_BINDING, "fingerprint")
     assert engine.adapters.keys() == {"a1", "a2"}  # a refused set leaves the loaded ones
+
+
+def test_an_adapter_answers_only_the_question_it_was_trained_on(request, setup):
+    """A bound adapter (its binding's ``question_type`` and ``options``) refuses another kind of question."""
+    tiny_only(request)
+    engine, _, _, _ = setup
+    saved = list(engine.adapters.values())
+    bound = replace(saved[0], binding={"question_type": "noul", "options": ["true", "false"]})
+    engine.set_adapters([bound, saved[1]])
+    try:
+        engine.plan(EngineRequest(STATE, (noul("Refund?", "a1"),)))  # the trained kind: fine
+        with pytest.raises(InvalidRequestError) as err:
+            engine.plan(EngineRequest(STATE, (choice("Which?", ["X", "Y"], "a1"),)))
+        assert err.value.field == ("questions", 0, "adapter") and "trained on a noul" in str(err.value)
+    finally:
+        engine.set_adapters(saved)

@@ -73,6 +73,17 @@ def test_trains_resumes_and_writes_a_folder_peft_loads(engine, tmp_path):
         train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "r", progress=stop_once)
     resumed = train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "r")
     whole = train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "r2")
+    # the same ids with other labels do not resume the finished run: it says so and trains anew
+    flipped = [replace(e, label="false" if e.label == "true" else "true") for e in data]
+    said: list[str] = []
+    anew = train_adapter(engine, flipped, cfg, evaluator="colours@1", work=tmp_path / "r2", log=said.append)
+    assert (
+        any("training anew" in line for line in said)
+        and anew.trained["seconds_per_epoch"] != whole.trained["seconds_per_epoch"]
+    )
+    again: list[str] = []
+    train_adapter(engine, flipped, cfg, evaluator="colours@1", work=tmp_path / "r2", log=again.append)
+    assert any(line.startswith("resuming") for line in again)
     for path, (a, b) in whole.adapter.weights.items():
         assert torch.allclose(resumed.adapter.weights[path][0], a, atol=1e-6)
         assert torch.allclose(resumed.adapter.weights[path][1], b, atol=1e-6)
