@@ -198,7 +198,10 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
     n_train = min(n_train, args.max_train_rows or n_train)
     try:
         judge = load_judge(args)
-        with tqdm(total=n_train * args.epochs, desc="adapter", unit="row", file=sys.stderr) as bar:
+        n_report = len(held_out_split(examples, args.holdout, args.seed)[1])
+        n_report = 2 * min(n_report, args.report_rows or n_report)  # with the adapter, then without
+        report_bar = tqdm(total=n_report, desc="held-out", unit="row", file=sys.stderr, delay=1)
+        with report_bar, tqdm(total=n_train * args.epochs, desc="adapter", unit="row", file=sys.stderr) as bar:
             tokens = [0, time.monotonic()]
 
             def step(rows: int, info: dict[str, Any]) -> None:
@@ -219,6 +222,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 progress=step,
                 compare_head=head,
                 log=lambda line: print(line, file=sys.stderr),
+                report_progress=report_bar.update,
             )
     except KeyboardInterrupt:
         if (work / "checkpoint.pt").exists():

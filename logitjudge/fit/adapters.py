@@ -367,6 +367,7 @@ def train_adapter(
     report_batch: int = 8,
     compare_head: str | None = None,
     log: Callable[[str], None] | None = None,
+    report_progress: Callable[[int], None] | None = None,
 ) -> AdapterResult:
     """Train an adapter for ``examples`` (one evaluator's questions) and report on held-out groups.
 
@@ -381,6 +382,8 @@ def train_adapter(
         compare_head: a trained head loaded on the engine that reads the same question: the
             report puts its figures on the same held-out rows beside the adapter's.
         log: called with a line for a person (resuming, or a checkpoint that does not match).
+        report_progress: called with the held-out rows each report batch answered (two passes:
+            with the adapter, then without).
 
     Returns:
         an :class:`AdapterResult`; ``trained`` holds seconds per row per epoch, the KV cache's size
@@ -508,12 +511,18 @@ def train_adapter(
             config.seed,
             batch=report_batch,
             head=compare_head,
+            progress=report_progress,
         )
     return result
 
 
 def _answers(
-    engine: Any, examples: Sequence[Example], adapter: str | None, batch: int, head: str | None = None
+    engine: Any,
+    examples: Sequence[Example],
+    adapter: str | None,
+    batch: int,
+    head: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(N, C) probabilities of each example's options (request order), with or without the adapter,
     and the label readout's beside them (the same unless ``head`` reads the question)."""
@@ -529,6 +538,8 @@ def _answers(
             answer = res.answers[0]
             out.append(list(answer.probabilities))
             labels.append(list(answer.label_probabilities or answer.probabilities))
+        if progress is not None:
+            progress(len(reqs))
     return np.array(out), np.array(labels)
 
 
@@ -542,6 +553,7 @@ def held_out_report(
     *,
     batch: int = 8,
     head: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """The adapter on held-out examples beside the zero-shot readout, the training majority class
     and, with ``head`` (a head loaded on the engine for this question), that head on the same rows,
@@ -551,10 +563,10 @@ def held_out_report(
     groups = [e.group for e in test]
     engine.set_adapters([adapter])
     try:
-        probs, _ = _answers(engine, test, adapter.name, batch)
+        probs, _ = _answers(engine, test, adapter.name, batch, progress=progress)
     finally:
         engine.set_adapters([])
-    by_head, zero = _answers(engine, test, None, batch, head)
+    by_head, zero = _answers(engine, test, None, batch, head, progress)
     report = classification_report(gold, probs, options, groups, seed=seed)
     report["zero_shot"] = classification_report(gold, zero, options, groups, seed=seed)
     if head is not None:
