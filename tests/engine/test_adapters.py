@@ -324,3 +324,15 @@ def test_an_adapter_answers_only_the_question_it_was_trained_on(request, setup):
         assert err.value.field == ("questions", 0, "adapter") and "trained on a noul" in str(err.value)
     finally:
         engine.set_adapters(saved)
+
+
+def test_the_vllm_engine_refuses_adapters():
+    """vLLM has no activated LoRA: its engine refuses adapters before serving (its refusal of a
+    question naming one is tested against a served vLLM in tests/vllm/test_serve.py)."""
+    from logitjudge.engine.vllm_engine import VllmEngine
+    from logitjudge.errors import UnsupportedModelError
+
+    engine = object.__new__(VllmEngine)  # the refusal reads nothing of a started engine
+    with pytest.raises(UnsupportedModelError, match="transformers backend"):
+        engine.load_adapters(["adapters/faithfulness"])
+    engine.set_adapters([])  # none: fine
