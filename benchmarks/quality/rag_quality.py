@@ -429,7 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     registry = default_registry()
 
     judge = Judge.load(
-        args.model, calibration="shipped", dtype=args.dtype, adapters=args.adapters.split(",") if args.adapters else None
+        args.model,
+        calibration="shipped",
+        dtype=args.dtype,
+        adapters=args.adapters.split(",") if args.adapters else None,
     )
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     record: dict[str, Any] = {
