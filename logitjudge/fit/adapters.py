@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from logitjudge.engine.adapters import BranchAdapter, save_adapter
+from logitjudge.engine.formulas import logsumexp
 from logitjudge.engine.pack import additive_mask
 from logitjudge.engine.types import EngineRequest
 from logitjudge.fit.examples import Example
@@ -461,7 +462,8 @@ def train_adapter(
                     store.put_stem(batch[b].prefix, batch[b].branch, first, hidden)
 
                 logits = _branch_logits(engine, batch, kvs, slot, first=first, stems=stems, keep_stem=keep)
-                loss = torch.stack([-torch.log_softmax(z, 0)[r.gold] for z, r in zip(logits, batch)]).mean()
+                # -log p(gold) under the softmax over the question's labels (the readout's)
+                loss = torch.stack([logsumexp(z, 0) - z[r.gold] for z, r in zip(logits, batch)]).mean()
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()

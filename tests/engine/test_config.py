@@ -316,6 +316,8 @@ def test_the_engine_row_budget_reaches_the_runner_and_describe(make_tiny):
         "calibration_origin",
         "heads",
         "head_evaluators",
+        "adapters",
+        "adapter_evaluators",
         "max_state_tokens",
         "max_request_tokens",
         "max_row_tokens",

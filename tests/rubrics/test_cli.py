@@ -400,7 +400,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
     flags = ["--model", "m", "--device", "cpu", "--dtype", "float32", "--strategy", "separate"]
     flags += ["--attn", "eager", "--engine-row-tokens", "1234", "--rotations", "3"]
     flags += ["--backend", "transformers", "--tensor-parallel-size", "2", "--block-size", "64", "--kv-cache-gib", "3"]
-    flags += ["--state-cache-mb", "77", "--prompt-version", "lj-prompt-2", "--heads", "none"]
+    flags += ["--state-cache-mb", "77", "--prompt-version", "lj-prompt-2", "--heads", "none", "--adapters", "a1,a2"]
     want = {
         "model": "m",
         "device": "cpu",
@@ -415,6 +415,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "state_cache_mb": 77,
         "prompt_version": "lj-prompt-2",
         "heads": "none",
+        "adapters": ["a1", "a2"],
     }
     data = tmp_path / "d.jsonl"
     row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}
