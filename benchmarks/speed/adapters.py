@@ -173,7 +173,8 @@ def main() -> None:
     if "training" in parts:
         record["training"] = {**training(engine, args.train_rows, args.seed), "meta": meta}
         print(json.dumps(record["training"], indent=2), flush=True)
-    record["meta"] = meta
+    record.pop("meta", None)
+    record["metadata"] = meta
     s, t = record["serving"], record["training"]
     md = "\n".join(
         [

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from logitjudge.engine.types import Answer, EngineRequest, EngineResult, Question, Text, Usage
-from logitjudge.errors import LogitJudgeError
+from logitjudge.errors import LogitJudgeError, UnsupportedModelError
 
 if TYPE_CHECKING:  # heads import torch; the server tests check that nothing here loads it
     from logitjudge.engine.calibration import Calibration
@@ -82,6 +82,10 @@ class ScriptedEngine:
     def set_heads(self, heads: dict[str, Head] | None) -> None:
         self.heads = tuple(sorted(heads or {}))
         self.head_evaluators = {n: h.meta.get("evaluator") for n, h in (heads or {}).items()}
+
+    def load_adapters(self, folders: Sequence[Any]) -> None:
+        if folders:
+            raise UnsupportedModelError("the scripted engine runs no model: no branch adapters")
 
     def planned_tokens(self, requests: Sequence[EngineRequest]) -> int:
         return 0  # no forward passes to count
