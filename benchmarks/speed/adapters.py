@@ -36,7 +36,8 @@ from _results import run_metadata, write_result  # noqa: E402
 from logitjudge.engine.adapters import BranchAdapter  # noqa: E402
 from logitjudge.engine.core import Engine  # noqa: E402
 from logitjudge.engine.types import EngineRequest, Option, Question  # noqa: E402
-from logitjudge.fit.adapters import AdapterTrainingConfig, _lora_parameters, train_adapter  # noqa: E402
+from logitjudge.fit.adapter_steps import lora_parameters  # noqa: E402
+from logitjudge.fit.adapters import AdapterTrainingConfig, train_adapter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared"
@@ -67,7 +68,7 @@ def state_of(engine: Engine, tokens: int) -> str:
 
 def random_adapter(engine: Engine, name: str, seed: int) -> BranchAdapter:
     config = AdapterTrainingConfig(rank=16, alpha=32, layers=8)
-    params = _lora_parameters(engine.lm.model, config, seed)
+    params = lora_parameters(engine.lm.model, config, seed)
     gen = torch.Generator().manual_seed(seed)
     weights = {p: (a.detach(), torch.randn(b.shape, generator=gen) * 0.01) for p, (a, b) in params.items()}
     return BranchAdapter(name, weights, config.alpha / config.rank, (0,))

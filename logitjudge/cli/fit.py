@@ -154,14 +154,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
             seed=args.seed,
             balance=args.balance_classes,
         )
-    except (RequestError, ConfigurationError) as exc:
-        print(error_json(exc), file=sys.stderr)
-        return 2
-    except LogitJudgeError as exc:
-        print(error_json(exc), file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        return fail(str(exc))
+    except (LogitJudgeError, ValueError) as exc:
+        return _failed(exc)
     timing = {
         "features_s": round(t_feat, 1),
         "examples_computed": features.computed,
@@ -171,6 +165,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     folder = write_head(result, Path(args.out), timing=timing, data=[str(p) for p in args.rows])
     print(json.dumps({"head": str(folder), **result.head.meta, "timing": timing}, indent=2))
     return 0
+
+
+def _failed(exc: LogitJudgeError | ValueError) -> int:
+    """Exit 2 for a request or configuration error (its JSON on stderr) or bad data, 1 for any
+    other error of ours."""
+    if isinstance(exc, ValueError):
+        return fail(str(exc))
+    print(error_json(exc), file=sys.stderr)
+    return 2 if isinstance(exc, (RequestError, ConfigurationError)) else 1
 
 
 def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> int:
@@ -230,14 +233,8 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         else:
             print("interrupted before the first checkpoint: nothing to resume", file=sys.stderr)
         return 130
-    except (RequestError, ConfigurationError) as exc:
-        print(error_json(exc), file=sys.stderr)
-        return 2
-    except LogitJudgeError as exc:
-        print(error_json(exc), file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        return fail(str(exc))
+    except (LogitJudgeError, ValueError) as exc:
+        return _failed(exc)
     folder = write_adapter(result, Path(args.out), data=[str(p) for p in args.rows])
     print(json.dumps({"adapter": str(folder), "trained": result.trained, "metrics": result.metrics}, indent=2))
     return 0

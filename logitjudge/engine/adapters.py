@@ -49,7 +49,8 @@ from typing import Any
 
 import torch
 
-from logitjudge.errors import AdapterError
+from logitjudge.engine.types import Question
+from logitjudge.errors import AdapterError, InvalidRequestError
 
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
@@ -252,6 +253,26 @@ def load_adapter(path: str | Path, model: Any, *, name: str | None = None) -> Br
         binding=binding,
         path=folder,
     )
+
+
+def check_adapter(adapters: Mapping[str, BranchAdapter], q: Question, i: int) -> None:
+    """A question that names an adapter: it is loaded and, where its binding says which
+    question it was trained on, this is that type with those options."""
+    where = ("questions", i, "adapter")
+    adapter = adapters.get(q.adapter or "")
+    if adapter is None:
+        raise InvalidRequestError(
+            f"questions[{i}].adapter: no adapter {q.adapter!r} loaded (loaded: {sorted(adapters) or 'none'})",
+            field=where,
+        )
+    trained_type, trained_options = adapter.binding.get("question_type"), adapter.binding.get("options")
+    names = sorted(str(o.name) for o in q.options)
+    if trained_type is not None and (q.type != trained_type or (trained_options and names != sorted(trained_options))):
+        raise InvalidRequestError(
+            f"questions[{i}].adapter: adapter {q.adapter!r} was trained on a {trained_type} question with options "
+            f"{list(trained_options or [])}, not a {q.type} with {names}",
+            field=where,
+        )
 
 
 class AdapterSlots:

@@ -29,12 +29,12 @@ from typing import Any
 
 import torch
 
-from logitjudge.engine.adapters import BranchAdapter
+from logitjudge.engine.adapters import BranchAdapter, check_adapter
 from logitjudge.engine.attention import resolve_attn, set_attn
 from logitjudge.engine.calibration import Calibration
 from logitjudge.engine.config import EngineConfig
 from logitjudge.engine.decision import question_prompt
-from logitjudge.engine.heads import Head
+from logitjudge.engine.heads import Head, check_head
 from logitjudge.engine.model import LoadedModel, layers_ignore_masks, load_model
 from logitjudge.engine.pack import LabelTerm, QuestionPlan, RequestPlan
 from logitjudge.engine.precision import MIXED, cpu_has_native_bf16, resolve_state_dtype
@@ -335,45 +335,6 @@ class Engine:
 
         self.set_adapters([load_adapter(f, self.lm.model) for f in folders])
 
-    def _check_adapter(self, q: Question, i: int) -> None:
-        """A question that names an adapter: it is loaded and, where its binding says which
-        question it was trained on, this is that type with those options."""
-        where = ("questions", i, "adapter")
-        adapter = self._adapters.get(q.adapter or "")
-        if adapter is None:
-            raise InvalidRequestError(
-                f"questions[{i}].adapter: no adapter {q.adapter!r} loaded (loaded: {sorted(self._adapters) or 'none'})",
-                field=where,
-            )
-        trained_type, trained_options = adapter.binding.get("question_type"), adapter.binding.get("options")
-        names = sorted(str(o.name) for o in q.options)
-        if trained_type is not None and (
-            q.type != trained_type or (trained_options and names != sorted(trained_options))
-        ):
-            raise InvalidRequestError(
-                f"questions[{i}].adapter: adapter {q.adapter!r} was trained on a {trained_type} question with options "
-                f"{list(trained_options or [])}, not a {q.type} with {names}",
-                field=where,
-            )
-
-    def _check_head(self, q: Question, i: int) -> None:
-        """A question that names a head: the head is loaded, reads this type and these options."""
-        where = ("questions", i, "head")
-        head = self.heads.get(q.head or "")
-        if head is None:
-            raise InvalidRequestError(
-                f"questions[{i}].head: no head {q.head!r} loaded (loaded: {sorted(self.heads) or 'none'})", field=where
-            )
-        names = sorted(str(o.name) for o in q.options)
-        if q.type != head.question_type or names != sorted(head.options):
-            raise InvalidRequestError(
-                f"questions[{i}].head: head {q.head!r} reads a {head.question_type} with options "
-                f"{list(head.options)}, not a {q.type} with {names}",
-                field=where,
-            )
-        if q.rotations != 1:
-            raise InvalidRequestError(f"questions[{i}].head: a question read by a head takes no rotations", field=where)
-
     # -- planning ----------------------------------------------------------------------------
 
     def plan(self, request: EngineRequest) -> RequestPlan:
@@ -397,9 +358,9 @@ class Engine:
         questions = []
         for i, (q, spec) in enumerate(zip(request.questions, specs)):
             if q.head is not None:
-                self._check_head(q, i)
+                check_head(self.heads, q, i)
             if q.adapter is not None:
-                self._check_adapter(q, i)
+                check_adapter(self._adapters, q, i)
             views = self.prompt.views(q, request.state, prefix_ids)
             questions.append(
                 QuestionPlan(

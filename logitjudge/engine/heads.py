@@ -43,7 +43,8 @@ import torch
 
 from logitjudge.engine.formulas import softmax
 from logitjudge.engine.question_types import QUESTION_TYPES
-from logitjudge.errors import HeadMismatchError
+from logitjudge.engine.types import Question
+from logitjudge.errors import HeadMismatchError, InvalidRequestError
 
 HEAD_WEIGHTS = "head.safetensors"
 HEAD_CONFIG = "decision.json"
@@ -273,3 +274,22 @@ def load_heads(folders: Sequence[str | Path]) -> dict[str, Head]:
                 raise HeadMismatchError(f"two heads named {head.name!r} ({p})")
             heads[head.name] = head
     return heads
+
+
+def check_head(heads: Mapping[str, Head], q: Question, i: int) -> None:
+    """A question that names a head: the head is loaded, reads this type and these options."""
+    where = ("questions", i, "head")
+    head = heads.get(q.head or "")
+    if head is None:
+        raise InvalidRequestError(
+            f"questions[{i}].head: no head {q.head!r} loaded (loaded: {sorted(heads) or 'none'})", field=where
+        )
+    names = sorted(str(o.name) for o in q.options)
+    if q.type != head.question_type or names != sorted(head.options):
+        raise InvalidRequestError(
+            f"questions[{i}].head: head {q.head!r} reads a {head.question_type} with options "
+            f"{list(head.options)}, not a {q.type} with {names}",
+            field=where,
+        )
+    if q.rotations != 1:
+        raise InvalidRequestError(f"questions[{i}].head: a question read by a head takes no rotations", field=where)

@@ -16,7 +16,17 @@ import torch
 
 from logitjudge.engine.pack import LabelTerm, RequestPlan
 
-__all__ = ["Reads", "counting_tokens", "groups_tag", "one_row", "relabel", "row_adapters", "rows_of", "shift_labels"]
+__all__ = [
+    "Reads",
+    "branch_groups",
+    "counting_tokens",
+    "groups_tag",
+    "one_row",
+    "relabel",
+    "row_adapters",
+    "rows_of",
+    "shift_labels",
+]
 
 
 @dataclass
@@ -131,3 +141,28 @@ def counting_tokens(decoder: Any, callback: Callable[[int], None]) -> Iterator[N
     finally:
         for handle in handles:
             handle.remove()
+
+
+def branch_groups(plan: RequestPlan, limit: int, cap: int) -> list[list[int]] | None:
+    """Questions of ``plan`` in consecutive groups whose mask after the prefix, (Lg, S + Lg) for
+    Lg branch tokens, has at most ``limit`` cells (the runner's ``dense_mask_max_tokens ** 2``:
+    64 MiB in fp32 at the default 4096); ``None`` when one question alone is over it.
+
+    A group also holds at most ``cap`` branch tokens (the runner's ``group_tokens``; a larger
+    question alone makes its own group): masked attention computes every (Lg x Lg) pair though a
+    branch sees only itself, so k groups cost Lb*S + Lb^2/k scores instead of Lb*S + Lb^2; each
+    extra group costs one forward call."""
+    S = len(plan.prefix)
+    groups: list[list[int]] = []
+    width = 0
+    for q in range(len(plan.questions)):
+        n = plan.branch_tokens(q)
+        if n * (S + n) > limit:
+            return None
+        if groups and (width + n) * (S + width + n) <= limit and width + n <= cap:
+            groups[-1].append(q)
+            width += n
+        else:
+            groups.append([q])
+            width = n
+    return groups

@@ -48,6 +48,7 @@ from logitjudge.engine.pack import (
 from logitjudge.engine.precision import state_autocast, upcast_cache
 from logitjudge.engine.rows import (
     Reads,
+    branch_groups,
     counting_tokens,
     groups_tag,
     one_row,
@@ -429,29 +430,8 @@ class Runner:
         return self.state_cache is not None and self.state_cache.contains(plan.prefix)
 
     def branch_groups(self, plan: RequestPlan) -> list[list[int]] | None:
-        """Questions of ``plan`` in consecutive groups whose mask after the prefix,
-        (Lg, S + Lg) for Lg branch tokens, has at most ``dense_mask_max_tokens ** 2`` cells
-        (64 MiB in fp32 at the default 4096); ``None`` when one question alone is over it.
-
-        A group also holds at most ``group_tokens`` (:data:`PREFIX_GROUP_TOKENS`) branch tokens
-        (a larger question alone makes its own group): masked attention computes every
-        (Lg x Lg) pair though a branch sees only itself, so k groups cost Lb*S + Lb^2/k scores
-        instead of Lb*S + Lb^2; each extra group costs one forward call."""
-        S, limit = len(plan.prefix), self.dense_mask_max_tokens**2
-        cap = self.group_tokens
-        groups: list[list[int]] = []
-        width = 0
-        for q in range(len(plan.questions)):
-            n = plan.branch_tokens(q)
-            if n * (S + n) > limit:
-                return None
-            if groups and (width + n) * (S + width + n) <= limit and width + n <= cap:
-                groups[-1].append(q)
-                width += n
-            else:
-                groups.append([q])
-                width = n
-        return groups
+        """:func:`~logitjudge.engine.rows.branch_groups` under this runner's budgets."""
+        return branch_groups(plan, self.dense_mask_max_tokens**2, self.group_tokens)
 
     def _prefix_packed(self, plans: list[RequestPlan]) -> Reads:
         """Per request: the prefix through the causal fast path into a KV cache (or from the state

@@ -19,6 +19,10 @@ One job a module, each importing only those above it:
   held-out report (:func:`fit_head`, :class:`FitResult`, :func:`classification_report`).
 - :mod:`logitjudge.fit.card`: the head's folder: its files, ``CARD.md`` and ``report.json``
   (:func:`write_head`, :func:`card`).
+- :mod:`logitjudge.fit.adapter_steps`: what one step of adapter training reads and computes (the
+  states' KV on disk, the rows as the engine sees them, many branches in one forward).
+- :mod:`logitjudge.fit.adapters`: the epochs, checkpoints, held-out report and folder of a branch
+  adapter (:func:`~logitjudge.fit.adapters.train_adapter`, ``logitjudge fit --adapter``).
 """
 
 from __future__ import annotations

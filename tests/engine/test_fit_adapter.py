@@ -156,20 +156,20 @@ def test_a_branch_started_at_the_first_adapted_layer_equals_the_full_forward(eng
     """Later epochs start each branch at the lowest adapted layer from what the first epoch kept
     there: the same label logits as the full forward (1e-5), so they train the same adapter."""
     from logitjudge.engine.adapters import BranchAdapter
-    from logitjudge.fit.adapters import KVStore, _branch_logits, _lora_parameters, _rows, _state_kv
+    from logitjudge.fit.adapter_steps import KVStore, branch_logits, branch_rows, lora_parameters, state_kv
 
-    params = _lora_parameters(engine.lm.model, replace(CONFIG, layers=1), 0)
+    params = lora_parameters(engine.lm.model, replace(CONFIG, layers=1), 0)
     assert {p.split(".layers.")[1].split(".")[0] for p in params} == {"1"}
     torch.manual_seed(1)
     weights = {p: (a.detach(), torch.randn(b.shape) * 0.5) for p, (a, b) in params.items()}
     engine.set_adapters([BranchAdapter("t", weights, 2.0, (0,))])
-    rows = _rows(engine, examples()[:5])
+    rows = branch_rows(engine, examples()[:5])
     store = KVStore(tmp_path, ("test",))
-    kvs = [_state_kv(engine, r.prefix, store) for r in rows]
+    kvs = [state_kv(engine, r.prefix, store) for r in rows]
     kept: dict[int, torch.Tensor] = {}
-    full = _branch_logits(engine, rows, kvs, 0, first=1, keep_stem=lambda b, h: kept.__setitem__(b, h.clone()))
-    started = _branch_logits(engine, rows, kvs, 0, first=1, stems=[kept[b] for b in range(len(rows))])
-    base = _branch_logits(engine, rows, kvs, -1)
+    full = branch_logits(engine, rows, kvs, 0, first=1, keep_stem=lambda b, h: kept.__setitem__(b, h.clone()))
+    started = branch_logits(engine, rows, kvs, 0, first=1, stems=[kept[b] for b in range(len(rows))])
+    base = branch_logits(engine, rows, kvs, -1)
     engine.set_adapters([])
     for a, b, c in zip(full, started, base):
         assert torch.allclose(a, b, atol=1e-5)
