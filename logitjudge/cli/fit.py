@@ -78,7 +78,16 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     g.add_argument(
         "--adapt-layers", type=int, default=8, help="adapt the top this-many decoder layers (0: all; default 8)"
     )
-    g.add_argument("--lr", type=float, default=2e-4, help="AdamW learning rate (default 2e-4)")
+    g.add_argument(
+        "--lr",
+        type=float,
+        default=2e-4,
+        help="AdamW's peak learning rate, after a linear warm-up, decaying linearly to 0 (default 2e-4)",
+    )
+    g.add_argument("--warmup", type=float, default=0.1, help="share of the steps the rate warms up over (default 0.1)")
+    g.add_argument(
+        "--max-grad-norm", type=float, default=1.0, help="clip the gradients' L2 norm to this (0: off; default 1.0)"
+    )
     g.add_argument("--epochs", type=positive_int, default=1, help="passes over the training rows (default 1)")
     g.add_argument(
         "--branches-per-step",
@@ -187,6 +196,8 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         alpha=args.alpha,
         layers=args.adapt_layers,
         lr=args.lr,
+        warmup=args.warmup,
+        max_grad_norm=args.max_grad_norm,
         epochs=args.epochs,
         batch_size=args.branches_per_step,
         seed=args.seed,

@@ -156,6 +156,16 @@ class ChunkDetail(_Out):
         description="chunk_relevance v2: the chunk's features before their fitted combination (pmi, "
         "pmi_sum, yes, yes_rel; see docs/reference/evaluators.md).",
     )
+    x_claim: str | None = Field(
+        default=None,
+        description="A located verdict (faithfulness's details when chunk_support@4 runs on the same item): "
+        "the claim of the output this detail is about (its sentence, split again at semicolons).",
+    )
+    x_chunk: int | None = Field(
+        default=None,
+        description="A located verdict: the chunk (0-based) that decides it: the one that contradicts the claim "
+        "most when one contradicts it, else the one that supports it most.",
+    )
 
 
 class EvaluatorResult(_Out):
@@ -213,6 +223,11 @@ class EvaluatorResult(_Out):
         description="Evaluators with a calibration scaling of their score (a shipped or --calibration "
         "file's 'evaluators'): the score after the engine's buckets and before that scaling; score, "
         "passed and confidence are after it.",
+    )
+    x_located_by: str | None = Field(
+        default=None,
+        description="Set when `details` are located verdicts, one per claim of the output, read from this "
+        "evaluator's per-chunk answers on the same item (e.g. 'chunk_support@4'); the score is not changed by them.",
     )
     x_warning: str | None = Field(
         default=None,

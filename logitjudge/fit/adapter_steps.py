@@ -29,6 +29,7 @@ __all__ = [
     "branch_rows",
     "common_start",
     "held_out_split",
+    "learning_rate",
     "lora_parameters",
     "state_kv",
 ]
@@ -45,7 +46,11 @@ class AdapterTrainingConfig:
         rank: ``r`` of the update. alpha: ``lora_alpha`` (scaling ``alpha / rank``).
         layers: the top this-many decoder layers are adapted (0: every layer).
         targets: module names adapted in those layers.
-        lr: AdamW learning rate (no decay of the rate; weight decay 0).
+        lr: AdamW's peak learning rate (weight decay 0): it rises linearly from 0 over the first
+            ``warmup`` share of the steps, then falls linearly to 0 at the last step (the schedule of
+            ``transformers.get_linear_schedule_with_warmup``).
+        warmup: share of the steps the rate rises over.
+        max_grad_norm: the gradients' global L2 norm is clipped to this before each step (0: off).
         epochs: passes over the training rows.
         batch_size: branches per step (one forward and backward).
         seed: the split, the initialisation and the order of the rows.
@@ -62,6 +67,8 @@ class AdapterTrainingConfig:
     layers: int = 8
     targets: tuple[str, ...] = TARGETS
     lr: float = 2e-4
+    warmup: float = 0.1
+    max_grad_norm: float = 1.0
     epochs: int = 1
     batch_size: int = 16
     seed: int = 0
@@ -123,6 +130,15 @@ class KVStore:
     def nbytes(self) -> int:
         """Bytes on disk (the states' KV and the branches' frozen-layer outputs)."""
         return sum(p.stat().st_size for p in self.folder.glob("*.pt"))
+
+
+def learning_rate(config: AdapterTrainingConfig, step: int, total: int) -> float:
+    """The rate of global step ``step`` (0-based) of ``total``: linear warm-up over
+    ``config.warmup * total`` steps to ``config.lr``, then linear decay to 0 at ``total``."""
+    warm = max(1, round(config.warmup * total))
+    if step < warm:
+        return config.lr * (step + 1) / warm
+    return config.lr * max(0.0, (total - step) / max(1, total - warm))
 
 
 def state_kv(engine: Any, prefix: tuple[int, ...], store: KVStore) -> list[tuple[torch.Tensor, torch.Tensor]]:

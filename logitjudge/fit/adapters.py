@@ -57,6 +57,7 @@ from logitjudge.fit.adapter_steps import (
     branch_rows,
     common_start,
     held_out_split,
+    learning_rate,
     lora_parameters,
     state_kv,
     step_batches,
@@ -143,7 +144,8 @@ def train_adapter(
         test = sorted(draw.sample(test, config.report_rows))
     params = lora_parameters(engine.lm.model, config, config.seed)
     adapter = BranchAdapter(TRAINING_NAME, params, config.alpha / config.rank, common_start(rows))
-    optimizer = torch.optim.AdamW([p for ab in params.values() for p in ab], lr=config.lr, weight_decay=0.0)
+    trainable = [p for ab in params.values() for p in ab]
+    optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
     # what a checkpoint must match to be resumed: every row as the engine sees it (state, branch,
     # labels, gold), the settings, and the engine (weights, precision, prompt)
     seen = [[list(r.prefix), list(r.branch), list(r.labels), r.gold] for r in rows]
@@ -196,6 +198,10 @@ def train_adapter(
                 loss = torch.stack([logsumexp(z, 0) - z[r.gold] for z, r in zip(logits, batch)]).mean()
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                if config.max_grad_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(trainable, config.max_grad_norm)
+                for group in optimizer.param_groups:
+                    group["lr"] = learning_rate(config, epoch * len(batches) + step, config.epochs * len(batches))
                 optimizer.step()
                 value = float(loss.detach())
                 state["step"] = step + 1

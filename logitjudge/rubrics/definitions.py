@@ -254,6 +254,11 @@ class EvaluatorDef(_Strict):
         head: ``chunk_head`` scoring: the trained head that reads the questions, and the version
             that answers on an engine without it.
 
+        locate: the name of a per-chunk evaluator that asks the support options per chunk and
+            claim (``chunk_support``, version 4): when both run on an item, this evaluator's
+            ``details`` become located verdicts, one per claim, naming the chunk that contradicts
+            or supports it most (:func:`logitjudge.rubrics.results.located_claims`); its score is
+            unchanged.
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
             required): each question is asked twice, over the state and over the state without
             ``context``, and the score is how much the context raises P(yes)
@@ -289,6 +294,7 @@ class EvaluatorDef(_Strict):
     answer_state: str | None = None
     sentence_probe: str | None = None
     head: HeadDef | None = None
+    locate: Name | None = None
 
     @model_validator(mode="after")
     def _check(self) -> EvaluatorDef:
@@ -310,6 +316,8 @@ class EvaluatorDef(_Strict):
             )
         if "claim" not in kind.placeholders(self) and "{claim}" in " ".join(self._texts(kind)):
             raise ValueError(f"{self.name}: `{{claim}}` is only for per-claim evaluators, claim_probes and chunk_head")
+        if self.locate is not None and ("output" not in self.required or "context" not in self.required):
+            raise ValueError(f"{self.name}: locate reads per-chunk, per-claim answers: `output` and `context` required")
         if self.per_chunk and "context" not in self.required:
             raise ValueError(f"{self.name}: a per-chunk evaluator must require `context`")
         if kind.needs_template and self.template is None:
@@ -428,6 +436,11 @@ class Catalogue(_Strict):
                 raise ValueError(f"suite {suite.name!r} names unknown evaluators: {', '.join(missing)}")
             if len(set(suite.members)) != len(suite.members):
                 raise ValueError(f"suite {suite.name!r} lists an evaluator twice")
+        by_name = {e.name: e for e in self.evaluators}
+        for e in (*self.evaluators, *self.previous):
+            target = by_name.get(e.locate) if e.locate else None
+            if e.locate and (target is None or not target.per_chunk or target.scoring != "chunk_head"):
+                raise ValueError(f"{e.name}: locate must name a current chunk_head evaluator (per chunk and claim)")
         current = {e.name: e.version for e in self.evaluators}
         seen: set[tuple[str, str]] = set()
         for old in self.previous:

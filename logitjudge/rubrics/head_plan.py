@@ -122,8 +122,8 @@ def with_head_fallbacks(plan: ItemPlan, registry: Registry, engine: Mapping[str,
             ):
                 plan.notes[defn.name] = other_version_note(defn, engine)
             continue
-        if head_trained_for(defn, defn.head.name, engine):
-            continue
+        if head_trained_for(defn, defn.head.name, engine) or adapter_for(defn, engine):
+            continue  # read by its head, or answered by an adapter trained on this very version
         fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
         plan.drop(ids)
         plan.add(Selected(fallback, sel.explicit), kind_of(fallback).questions(fallback, plan.item))

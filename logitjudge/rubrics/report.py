@@ -300,22 +300,34 @@ def _probabilities(d: Mapping[str, Any]) -> str:
     return f"p(yes)={float(p):.3f}" if isinstance(p, (int, float)) else "–"
 
 
+def _short(text: str, n: int = 300) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
+
 def _chunk_table(name: str, details: Sequence[Mapping[str, Any]], chunks: list[Any], claims: list[str]) -> str:
-    unit = _unit_of(name)
+    """The details' table; located verdicts (``x_chunk``: one per claim) add the deciding chunk."""
+    located = any(isinstance(d.get("x_chunk"), int) for d in details)
+    unit = "claim" if located else _unit_of(name)
     texts: list[Any] = chunks if unit == "chunk" else claims if unit == "claim" else []
     head = unit or "part"
     rows = [
-        f"<table class='chunks'><tr><th>{head}</th><th>text</th><th>verdict</th><th>score</th>"
-        "<th>probabilities</th><th>passed</th></tr>"
+        f"<table class='chunks'><tr><th>{head}</th><th>text</th><th>verdict</th>"
+        + ("<th>decided by chunk</th>" if located else "")
+        + "<th>score</th><th>probabilities</th><th>passed</th></tr>"
     ]
     for d in details:
         i = d.get("index")
-        text = _text_of(texts[i]) if isinstance(i, int) and 0 <= i < len(texts) else ""
-        short = text if len(text) <= 300 else text[:300] + "…"
+        text = str(d["x_claim"]) if located and d.get("x_claim") else ""
+        text = text or (_text_of(texts[i]) if isinstance(i, int) and 0 <= i < len(texts) else "")
         passed = d.get("passed")
+        where = ""
+        if located:
+            k = d.get("x_chunk")
+            chunk = _text_of(chunks[k]) if isinstance(k, int) and 0 <= k < len(chunks) else ""
+            where = f"<td class='text' title='{_esc(chunk[:2000])}'>{_esc(k)}: {_esc(_short(chunk, 160))}</td>"
         rows.append(
-            f"<tr><td>{_esc(i)}</td><td class='text' title='{_esc(text[:2000])}'>{_esc(short)}</td>"
-            f"<td>{_esc(d.get('label', '–'))}</td><td>{format_value(d.get('score'))}</td>"
+            f"<tr><td>{_esc(i)}</td><td class='text' title='{_esc(text[:2000])}'>{_esc(_short(text))}</td>"
+            f"<td>{_esc(d.get('label', '–'))}</td>{where}<td>{format_value(d.get('score'))}</td>"
             f"<td>{_probabilities(d)}</td><td>{'–' if passed is None else ('yes' if passed else 'no')}</td></tr>"
         )
     rows.append("</table>")

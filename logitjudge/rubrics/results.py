@@ -10,7 +10,7 @@ from :mod:`logitjudge.engine.answers` (spec A.7), exactly as ``POST /v1/systemon
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "softmax",
     "sigmoid",
     "support_result",
+    "located_claims",
     "level_of_share",
     "count_distribution",
     "share_levels",
@@ -248,6 +249,59 @@ def support_result(
         details=details,
         x_counts=counts,
     )
+
+
+def located_claims(
+    claims: Sequence[str], cells: Mapping[tuple[int, int], Mapping[str, float]], threshold: float = 0.5
+) -> list[ChunkDetail]:
+    """Located verdicts: per claim of the output, the chunk that decides it.
+
+    ``cells[(i, j)]``: P(option) of chunk ``i`` on claim ``j`` (options ``supports``,
+    ``contradicts``, ``unrelated``: chunk_support version 4's per-chunk, per-claim answers). A
+    claim is "contradicted" when some chunk's most probable option is ``contradicts`` (that chunk
+    decides: the one with the largest P(contradicts)), else "supported" when some chunk's is
+    ``supports`` (the one with the largest P(supports)), else "not found" (the chunk closest to
+    supporting it). ``score`` and ``probability``: the largest P(supports) over the chunks;
+    ``probabilities``: the deciding chunk's; ``passed``: supported and score >= ``threshold``.
+    Any contradiction fails, as in chunk_support.
+
+    Returns:
+        one :class:`~logitjudge.contract.evaluate.ChunkDetail` per claim (``index`` = the
+        claim's, ``x_claim`` its text, ``x_chunk`` the deciding chunk); claims without cells are
+        left out.
+    """
+
+    def top(p: Mapping[str, float]) -> str:
+        return max(p, key=lambda o: p[o])
+
+    out = []
+    for j, claim in enumerate(claims):
+        row = {i: p for (i, c), p in cells.items() if c == j}
+        if not row:
+            continue
+        best_s = max(row, key=lambda i: row[i].get("supports", 0.0))
+        against = [i for i in row if top(row[i]) == "contradicts"]
+        if against:
+            chunk, verdict = max(against, key=lambda i: row[i]["contradicts"]), "contradicted"
+        else:
+            chunk = best_s
+            verdict = "supported" if top(row[best_s]) == "supports" else "not found"
+        p_s = float(row[best_s].get("supports", 0.0))
+        probs = {o: float(v) for o, v in row[chunk].items()}
+        out.append(
+            ChunkDetail(
+                index=j,
+                label=f"{verdict} (chunk {chunk})" if verdict != "not found" else "not found in any chunk",
+                score=p_s,
+                probability=p_s,
+                probabilities=probs,
+                confidence=clip01(answer_fields.choice_confidence(list(probs.values()))),
+                passed=verdict == "supported" and p_s >= threshold,
+                x_claim=claim,
+                x_chunk=chunk,
+            )
+        )
+    return out
 
 
 def level_of_share(present: int, total: int, top: int = 3) -> int:

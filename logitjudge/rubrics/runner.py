@@ -37,8 +37,9 @@ from logitjudge.rubrics.debias import DEBIAS_MODES, DebiasMode, batch_calibrated
 from logitjudge.rubrics.head_plan import with_head_fallbacks
 from logitjudge.rubrics.judgelike import JudgeLike
 from logitjudge.rubrics.kinds import kind_of
-from logitjudge.rubrics.questions import MAIN_GROUP, Group, Planned, QuestionKey
+from logitjudge.rubrics.questions import MAIN_GROUP, Group, Planned, QuestionKey, support_claims
 from logitjudge.rubrics.registry import Registry, Selected, default_registry
+from logitjudge.rubrics.results import located_claims
 from logitjudge.rubrics.scoring import Answered, errored, score_evaluator, skipped
 
 if TYPE_CHECKING:
@@ -361,9 +362,33 @@ def finish_plan(
         if warning is not None and scored.status == "ok":
             extra["x_warning"] = warning
         results[defn.name] = scored.model_copy(update=extra) if extra else scored
+    located(plan, got, results)
     ordered = {name: results[name] for name in plan.order}
     verdicts = [r.passed for r in ordered.values() if r.status == "ok" and r.passed is not None]
     return ItemResult(id=plan.item.id, results=ordered, passed=all(verdicts) if verdicts else None, usage=usage)
+
+
+def located(plan: ItemPlan, got: _Collected, results: dict[str, EvaluatorResult]) -> None:
+    """Give each ok result of an evaluator with ``locate`` its located verdicts (in place), when
+    the evaluator it names ran on the item as a ``chunk_head`` version (read by its head or an
+    adapter; not its fallback) and answered per chunk and claim
+    (:func:`~logitjudge.rubrics.results.located_claims`)."""
+    defs = {sel.definition.name: sel.definition for sel, _ in plan.owners}
+    for name, defn in defs.items():
+        target = defs.get(defn.locate or "")
+        result = results.get(name)
+        if target is None or target.scoring != "chunk_head" or result is None or result.status != "ok":
+            continue
+        cells = {
+            (k.chunk, k.claim): a.probabilities()
+            for k, a in got.answers.items()
+            if k.evaluator == target.name and k.chunk is not None and k.claim is not None and k.part is None
+        }
+        if not cells or results.get(target.name, result).status != "ok":
+            continue
+        details = located_claims(support_claims(plan.item), cells)
+        update = {"details": details, "x_located_by": f"{target.name}@{target.version}"}
+        results[name] = result.model_copy(update=update)
 
 
 def fitted_warning(defn: EvaluatorDef, engine: Mapping[str, Any], registry: Registry | None = None) -> str | None:

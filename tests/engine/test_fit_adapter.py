@@ -174,3 +174,14 @@ def test_a_branch_started_at_the_first_adapted_layer_equals_the_full_forward(eng
     for a, b, c in zip(full, started, base):
         assert torch.allclose(a, b, atol=1e-5)
         assert not torch.allclose(a, c, atol=1e-3)  # the adapter is in both
+
+
+def test_the_rate_warms_up_then_decays_to_zero():
+    from logitjudge.fit.adapter_steps import learning_rate
+
+    cfg = AdapterTrainingConfig(lr=1e-3, warmup=0.1)
+    rates = [learning_rate(cfg, s, 100) for s in range(100)]
+    assert rates[0] == pytest.approx(1e-4) and rates[9] == pytest.approx(1e-3)  # 10 warm-up steps
+    assert max(rates) == pytest.approx(1e-3) and rates[99] == pytest.approx(1e-3 / 90)
+    assert all(a >= b for a, b in zip(rates[9:], rates[10:], strict=False))  # then falls, linearly
+    assert learning_rate(AdapterTrainingConfig(lr=1e-3, warmup=0.0), 0, 10) == pytest.approx(1e-3)

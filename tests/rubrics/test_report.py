@@ -154,6 +154,53 @@ def test_per_chunk_verdicts_show_their_probabilities_and_the_chunk_text():
     assert "alpha &lt;1&gt;" in page and "alpha <1>" not in page
 
 
+def test_located_verdicts_show_the_claim_and_the_chunk_that_decides_it():
+    rows = [
+        {
+            "id": "f1",
+            "results": {
+                "faithfulness": {
+                    "status": "ok",
+                    "score": 0.3,
+                    "passed": False,
+                    "x_located_by": "chunk_support@4",
+                    "details": [
+                        {
+                            "index": 0,
+                            "label": "supported (chunk 1)",
+                            "score": 0.9,
+                            "passed": True,
+                            "x_claim": "It opened in 1932.",
+                            "x_chunk": 1,
+                        },
+                        {
+                            "index": 1,
+                            "label": "contradicted (chunk 0)",
+                            "score": 0.2,
+                            "passed": False,
+                            "x_claim": "It is painted <red>.",
+                            "x_chunk": 0,
+                        },
+                    ],
+                }
+            },
+        }
+    ]
+    page = report.build_report(
+        summarize(rows),
+        rows,
+        title="t",
+        meta={},
+        sources={"f1": {"output": "x", "context": ["Painted grey.", "Opened 1932."]}},
+    )
+    dom = _Page()
+    dom.feed(page)
+    assert dom.items[0]["chunk_rows"] == 2
+    assert "<th>claim</th>" in page and "<th>decided by chunk</th>" in page
+    assert "It is painted &lt;red&gt;." in page and "contradicted (chunk 0)" in page
+    assert "0: Painted grey." in page and "1: Opened 1932." in page
+
+
 def test_small_samples_are_marked_and_intervals_shown():
     page = _page()
     assert f"fewer than {report.SMALL_N} items" in page and "⚠ n&lt;20" in page

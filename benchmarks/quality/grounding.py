@@ -1,0 +1,363 @@
+"""Grounding: is each retrieved passage's verdict on a claim right? LLM-AggreFact's protocol.
+
+    python benchmarks/quality/grounding.py [--model qwen2.5-coder-1.5b] [--adapters DIR[,DIR]]
+        [--sets factcheckgpt_chunk_support,vitaminc] [--set-limits factcheckgpt_chunk_support=30]
+        [--seed 0] [--tag NAME] [--rebuild benchmarks/results/grounding-....json]
+
+Per (claim, passage) cell, ``chunk_support@4`` answers "supports / contradicts / unrelated" over
+the passage alone. One run answers every cell twice in the same process: with the branch adapters
+given by ``--adapters`` (the adapter bound to ``chunk_support@4`` answers its questions) and
+without them (``base``: for the default model the shipped head reads the question, and its
+``x_features`` carry the zero-shot readout of the same branch, reported as ``zero_shot``; for a
+model without a head, version 3's zero-shot answer). The state cache keeps each passage's KV
+between the two, so the second pass runs the branches only.
+
+Figures per reader (LLM-AggreFact, Tang et al. 2024: balanced accuracy of the binary decision at
+P = 0.5, no threshold tuned on the set):
+
+- ``supports`` decision: balanced accuracy at P(supports) >= 0.5 and AUROC of P(supports); the
+  positive class is a passage that completely supports (partial support is left out; the
+  ``_partial_as_support`` figures count it as support);
+- calibration of P(supports): ECE (10 equal-width bins, Guo et al. 2017) beside the ECE a perfectly
+  calibrated predictor shows at this n, Brier score (scikit-learn), and a reliability diagram;
+- three-way accuracy and macro-F1 on the cells that are not partial support; recall of
+  ``contradicts`` (label = the most probable option) on the contradicting cells;
+- baselines: the share of the claim's content words (3+ letters) found in the passage, and the
+  passage's length, as AUROC of the ``supports`` decision.
+
+Every figure carries a 95% percentile-bootstrap interval over source items (a FactCheck-GPT
+response, whose claims share pages; a VitaminC row). Writes
+``benchmarks/results/grounding-<model>[-tag].{json,md}`` and ``-reliability.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import balanced_accuracy_score, brier_score_loss, f1_score, roc_auc_score
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # rag_quality's bootstrap
+from _results import DATA, RESULTS, run_metadata  # noqa: E402
+from rag_quality import figure  # noqa: E402
+
+SETS = ("factcheckgpt_chunk_support", "vitaminc")
+EVALUATOR = "chunk_support@4"
+SUPPORT = ("supports", "contradicts", "unrelated")
+READERS = ("adapter", "base", "zero_shot")
+ITEM_FIELDS = ("id", "input", "output", "context")
+
+
+def unit_of(name: str, row: Mapping[str, Any]) -> str:
+    """The bootstrap unit: a FactCheck-GPT response (its claims share pages), else the row."""
+    if name == "factcheckgpt_chunk_support":
+        return f"response:{row['meta']['response_index']}"
+    return str(row["id"])
+
+
+def load_rows(name: str, limit: int | None, seed: int, data: Path = DATA) -> list[dict[str, Any]]:
+    """The set's chunk_support rows; with ``limit``, a seeded sample of that many whole units."""
+    rows = [json.loads(line) for line in (data / name / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = [r for r in rows if r["evaluator"] == "chunk_support"]
+    if limit is None:
+        return rows
+    units = sorted({unit_of(name, r) for r in rows})
+    random.Random(seed).shuffle(units)
+    keep = set(units[:limit])
+    return [r for r in rows if unit_of(name, r) in keep]
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 3}
+
+
+def cells_of(
+    name: str, rows: Sequence[Mapping[str, Any]], results: Mapping[str, Sequence[Any]]
+) -> list[dict[str, Any]]:
+    """One record per (claim, passage) cell: gold, partial flag, unit, baselines, and per reader
+    P(option) by option name. ``results``: per pass ("adapter", "base"), the rows' result dicts."""
+    out = []
+    for k, r in enumerate(rows):
+        partial = set(r["gold"].get("partial_cells") or ())
+        claim = content_words(str(r["output"]))
+        done = {p: results[p][k] for p in results}
+        if any(res.get("status") != "ok" for res in done.values()):
+            continue
+        for i, (gold, chunk) in enumerate(zip(r["gold"]["per_chunk"], r["context"], strict=True)):
+            cell: dict[str, Any] = {
+                "unit": unit_of(name, r),
+                "gold": gold,
+                "partial": i in partial,
+                "overlap": len(claim & content_words(str(chunk))) / max(1, len(claim)),
+                "chars": len(str(chunk)),
+            }
+            if "adapter" in done:
+                cell["adapter"] = done["adapter"]["details"][i]["probabilities"]
+            if "base" in done:
+                d = done["base"]["details"][i]
+                cell["base"] = d["probabilities"]
+                feats = d.get("x_features") or {}
+                if all(f"zero_shot_{o}" in feats for o in SUPPORT):
+                    cell["zero_shot"] = {o: feats[f"zero_shot_{o}"] for o in SUPPORT}
+            out.append(cell)
+    return out
+
+
+def _units(cells: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for c in cells:
+        by.setdefault(c["unit"], []).append(c)
+    return list(by.values())
+
+
+def _flat(us: Sequence[Sequence[Mapping[str, Any]]]) -> list[Mapping[str, Any]]:
+    return [c for u in us for c in u]
+
+
+def reader_figures(cells: Sequence[Mapping[str, Any]], reader: str, resamples: int, seed: int) -> dict[str, Any]:
+    """The figures of one reader (``adapter``, ``base``, ``zero_shot``) over the cells it answered."""
+    from logitjudge.rubrics.aggregate import ece_noise_floor, expected_calibration_error
+
+    units = _units([c for c in cells if reader in c])
+
+    def binary(us: Any, partial_as_support: bool = False) -> tuple[list[bool], list[float]]:
+        keep = [c for c in _flat(us) if partial_as_support or not c["partial"]]
+        return [c["gold"] == "supports" for c in keep], [c[reader]["supports"] for c in keep]
+
+    def bacc(us: Any, partial: bool = False) -> float:
+        y, p = binary(us, partial)
+        return float(balanced_accuracy_score(y, [x >= 0.5 for x in p]))
+
+    def auroc(us: Any, partial: bool = False) -> float:
+        y, p = binary(us, partial)
+        return float(roc_auc_score(y, p))
+
+    def three_way(us: Any) -> tuple[list[str], list[str]]:
+        keep = [c for c in _flat(us) if not c["partial"]]
+        return [c["gold"] for c in keep], [max(c[reader], key=c[reader].get) for c in keep]
+
+    def contradicts_recall(us: Any) -> float | None:
+        got = [max(c[reader], key=c[reader].get) for c in _flat(us) if c["gold"] == "contradicts"]
+        return float(np.mean([g == "contradicts" for g in got])) if got else None
+
+    y, p = binary(units)
+    return {
+        "balanced_accuracy_supports": figure(units, bacc, resamples, seed),
+        "auroc_supports": figure(units, auroc, resamples, seed),
+        "balanced_accuracy_partial_as_support": figure(units, lambda us: bacc(us, True), resamples, seed),
+        "auroc_partial_as_support": figure(units, lambda us: auroc(us, True), resamples, seed),
+        "ece_supports": figure(units, lambda us: expected_calibration_error(*binary(us)[::-1]), resamples, seed),
+        "ece_floor_at_this_n": {"value": ece_noise_floor(p), "ci": None, "n": len(units)},
+        "brier_supports": figure(units, lambda us: float(brier_score_loss(*binary(us))), resamples, seed),
+        "accuracy_3way": figure(
+            units, lambda us: float(np.mean([g == q for g, q in zip(*three_way(us))])), resamples, seed
+        ),
+        "macro_f1_3way": figure(
+            units,
+            lambda us: float(f1_score(*three_way(us), labels=list(SUPPORT), average="macro", zero_division=0)),
+            resamples,
+            seed,
+        ),
+        "recall_contradicts": figure(units, contradicts_recall, resamples, seed),
+        "share_called_supports": figure(
+            units, lambda us: float(np.mean([x >= 0.5 for x in binary(us)[1]])), resamples, seed
+        ),
+        "cells": {"value": float(len(y)), "ci": None, "n": len(units)},
+    }
+
+
+def baseline_figures(cells: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    units = _units(cells)
+
+    def auroc(us: Any, key: str) -> float:
+        keep = [c for c in _flat(us) if not c["partial"]]
+        return float(roc_auc_score([c["gold"] == "supports" for c in keep], [c[key] for c in keep]))
+
+    def share(us: Any) -> float:
+        keep = [c for c in _flat(us) if not c["partial"]]
+        return float(np.mean([c["gold"] == "supports" for c in keep]))
+
+    return {
+        "baseline_claim_word_overlap_auroc": figure(units, lambda us: auroc(us, "overlap"), resamples, seed),
+        "baseline_passage_length_auroc": figure(units, lambda us: auroc(us, "chars"), resamples, seed),
+        "gold_share_supports": figure(units, share, resamples, seed),
+    }
+
+
+def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, block in record["sets"].items():
+        cells = block["cells"]
+        out[name] = {r: reader_figures(cells, r, resamples, seed) for r in READERS if any(r in c for c in cells)}
+        out[name]["baselines"] = baseline_figures(cells, resamples, seed)
+    return out
+
+
+def _cell(fig: Any) -> str:
+    if not isinstance(fig, dict) or fig.get("value") is None:
+        return "n/a"
+    ci = fig.get("ci")
+    return f"{fig['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def markdown(record: Mapping[str, Any]) -> str:
+    meta = record["metadata"]
+    lines = [
+        f"# Grounding, per (claim, passage) cell: {record['model']}",
+        "",
+        f"`{record['command']}`; {meta.get('date')}, commit {meta.get('git_sha', '?')}"
+        f"{' (uncommitted changes)' if meta.get('git_dirty') else ''}, torch {meta.get('torch')}, "
+        f"{meta.get('device')} ({meta.get('device_name')}), precision {record['engine'].get('precision')}.",
+        f"Adapters: {', '.join(record.get('adapters') or []) or 'none'}. "
+        "Each cell: value [95% bootstrap interval over source items]; n = source items.",
+        "",
+    ]
+    for name, by_reader in record["figures"].items():
+        readers = [r for r in READERS if r in by_reader]
+        lines += [f"## {name}", "", "| metric | " + " | ".join(readers) + " |", "|---|" + "---|" * len(readers)]
+        for metric in by_reader[readers[0]]:
+            lines.append(f"| {metric} | " + " | ".join(_cell(by_reader[r].get(metric)) for r in readers) + " |")
+        for metric, fig in by_reader["baselines"].items():
+            lines.append(f"| {metric} | {_cell(fig)} |" + " |" * (len(readers) - 1))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def reliability_png(record: Mapping[str, Any], path: Path) -> None:
+    """A reliability diagram of P(supports) per set and reader (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from logitjudge.rubrics.aggregate import expected_calibration_error, reliability_bins
+
+    names = list(record["sets"])
+    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.2), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        cells = [c for c in record["sets"][name]["cells"] if not c["partial"]]
+        for reader, style in zip(READERS, ("o-", "s-", "^--")):
+            have = [c for c in cells if reader in c]
+            if not have:
+                continue
+            p = [c[reader]["supports"] for c in have]
+            y = [c["gold"] == "supports" for c in have]
+            bins = reliability_bins(p, y)
+            ece = expected_calibration_error(p, y)
+            ax.plot(
+                [b["mean_score"] for b in bins],
+                [b["frac_true"] for b in bins],
+                style,
+                label=f"{reader} (ECE {ece:.3f})",
+            )
+        ax.plot([0, 1], [0, 1], "k:", lw=1)
+        ax.set(
+            xlim=(0, 1),
+            ylim=(0, 1),
+            title=f"{name} (n={len(cells)} cells)",
+            xlabel="P(supports)",
+            ylabel="share that supports",
+        )
+        ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--model", default=None, help="model name or path (default: the main model)")
+    ap.add_argument("--adapters", default=None, help="branch adapter folders (comma-separated)")
+    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated sets")
+    ap.add_argument("--set-limits", default="", help="source items per set, e.g. factcheckgpt_chunk_support=30")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument("--batch-size", type=int, default=4, help="items per engine batch")
+    ap.add_argument("--state-cache-mb", type=int, default=4096, help="state KV kept between the two passes")
+    ap.add_argument("--tag", default="")
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--rebuild", type=Path, default=None, help="recompute figures and tables of an earlier run")
+    args = ap.parse_args(argv)
+
+    if args.rebuild:
+        record = json.loads(args.rebuild.read_text(encoding="utf-8"))
+        record["figures"] = figures_of(record, args.resamples, args.seed)
+        args.rebuild.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        args.rebuild.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
+        reliability_png(record, args.rebuild.with_name(args.rebuild.stem + "-reliability.png"))
+        print(markdown(record))
+        return 0
+
+    from tqdm import tqdm
+
+    from logitjudge import Judge
+
+    adapters = [a for a in (args.adapters or "").split(",") if a]
+    judge = Judge.load(args.model, calibration="shipped", adapters=adapters or None, state_cache_mb=args.state_cache_mb)
+    installed = list(judge.engine.adapters.values())
+    record: dict[str, Any] = {
+        "command": "python benchmarks/quality/grounding.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "model": judge.model_name,
+        "engine": judge.describe(),
+        "adapters": [a.name for a in installed],
+        "adapter_bindings": {a.name: {k: a.binding.get(k) for k in ("evaluator", "trained")} for a in installed},
+        "config": {"seed": args.seed, "resamples": args.resamples},
+        "sets": {},
+    }
+    record["metadata"] = run_metadata(device=str(judge.describe().get("device", "cpu")))
+    limits = {k: int(v) for k, v in (kv.split("=") for kv in args.set_limits.split(",") if kv.strip())}
+    record["config"]["set_limits"] = limits
+    passes = (["adapter"] if installed else []) + ["base"]
+    for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+        rows = load_rows(name, limits.get(name), args.seed, args.data)
+        results: dict[str, list[Any]] = {p: [] for p in passes}
+        seconds = dict.fromkeys(passes, 0.0)
+        bar = tqdm(total=len(rows), desc=name, unit="row")
+        for k in range(0, len(rows), args.batch_size):
+            items = [{f: r[f] for f in ITEM_FIELDS if r.get(f) is not None} for r in rows[k : k + args.batch_size]]
+            for p in passes:  # the same items with and without the adapters: the states come from the cache
+                judge.engine.set_adapters(installed if p == "adapter" else [])
+                t0 = time.perf_counter()
+                run = judge.evaluate(items, [EVALUATOR], batch_size=args.batch_size)
+                seconds[p] += time.perf_counter() - t0
+                results[p] += [
+                    res.results["chunk_support"].model_dump(mode="json", exclude_none=True) for res in run.results
+                ]
+            bar.update(len(items))
+        bar.close()
+        judge.engine.set_adapters(installed)
+        record["sets"][name] = {
+            "rows": len(rows),
+            "seconds_per_row": {p: seconds[p] / max(1, len(rows)) for p in passes},
+            "cells": cells_of(name, rows, results),
+        }
+        print(
+            f"{name}: {len(rows)} rows; s/row "
+            + ", ".join(f"{p} {s / max(1, len(rows)):.1f}" for p, s in seconds.items()),
+            flush=True,
+        )
+    record["figures"] = figures_of(record, args.resamples, args.seed)
+    slug = judge.model_name.split("/")[-1].lower() + (f"-{args.tag}" if args.tag else "")
+    out = args.out_dir / f"grounding-{slug}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
+    reliability_png(record, out.with_name(out.stem + "-reliability.png"))
+    print(markdown(record))
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
