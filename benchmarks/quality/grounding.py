@@ -23,7 +23,11 @@ P = 0.5, no threshold tuned on the set):
 - three-way accuracy and macro-F1 on the cells that are not partial support; recall of
   ``contradicts`` (label = the most probable option) on the contradicting cells;
 - baselines: the share of the claim's content words (3+ letters) found in the passage, and the
-  passage's length, as AUROC of the ``supports`` decision.
+  passage's length, as AUROC of the ``supports`` decision;
+- FactCheck-GPT's claim level: a claim is grounded when some passage completely supports it (claims
+  whose best passage only partly does are left out), P(grounded) = the largest P(supports) over its
+  passages (MiniCheck's aggregation over chunks, and a located verdict's score): balanced accuracy
+  at 0.5 and AUROC.
 
 Every figure carries a 95% percentile-bootstrap interval over source items (a FactCheck-GPT
 response, whose claims share pages; a VitaminC row). Writes
@@ -94,6 +98,8 @@ def cells_of(
             continue
         for i, (gold, chunk) in enumerate(zip(r["gold"]["per_chunk"], r["context"], strict=True)):
             cell: dict[str, Any] = {
+                "row": str(r["id"]),
+                "complete": (r["gold"].get("stance") or [None] * len(r["context"]))[i] == "completely-support",
                 "unit": unit_of(name, r),
                 "gold": gold,
                 "partial": i in partial,
@@ -175,6 +181,38 @@ def reader_figures(cells: Sequence[Mapping[str, Any]], reader: str, resamples: i
     }
 
 
+def claim_figures(cells: Sequence[Mapping[str, Any]], reader: str, resamples: int, seed: int) -> dict[str, Any]:
+    """Claim level (FactCheck-GPT's faithfulness view): a claim is grounded when some passage
+    completely supports it; claims whose best passage only partly supports it are left out. The
+    claim's P(grounded) = the largest P(supports) over its passages (MiniCheck's aggregation over
+    document chunks; the ``score`` of a located verdict)."""
+    rows: dict[str, list[Mapping[str, Any]]] = {}
+    for c in cells:
+        if reader in c:
+            rows.setdefault(c["row"], []).append(c)
+    claims = []
+    for cs in rows.values():
+        grounded = any(c["complete"] for c in cs)
+        if not grounded and any(c["partial"] for c in cs):
+            continue
+        claims.append({"unit": cs[0]["unit"], "y": grounded, "p": max(c[reader]["supports"] for c in cs)})
+    units = _units(claims)
+
+    def bacc(us: Any) -> float:
+        flat = _flat(us)
+        return float(balanced_accuracy_score([c["y"] for c in flat], [c["p"] >= 0.5 for c in flat]))
+
+    def auroc(us: Any) -> float:
+        flat = _flat(us)
+        return float(roc_auc_score([c["y"] for c in flat], [c["p"] for c in flat]))
+
+    return {
+        "claim_balanced_accuracy": figure(units, bacc, resamples, seed),
+        "claim_auroc": figure(units, auroc, resamples, seed),
+        "claims": {"value": float(len(claims)), "ci": None, "n": len(units)},
+    }
+
+
 def baseline_figures(cells: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
     units = _units(cells)
 
@@ -198,6 +236,9 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str
     for name, block in record["sets"].items():
         cells = block["cells"]
         out[name] = {r: reader_figures(cells, r, resamples, seed) for r in READERS if any(r in c for c in cells)}
+        if name == "factcheckgpt_chunk_support":
+            for r in out[name]:
+                out[name][r].update(claim_figures(cells, r, resamples, seed))
         out[name]["baselines"] = baseline_figures(cells, resamples, seed)
     return out
 
