@@ -379,19 +379,22 @@ def main(argv: list[str] | None = None) -> int:
             bar.update(len(items))
         bar.close()
         judge.engine.set_adapters(installed)
+        cells = cells_of(name, rows, results)
         record["sets"][name] = {
             "rows": len(rows),
+            "rows_not_ok": len(rows) - len({c["row"] for c in cells}),  # an item some pass failed: left out
             "seconds_per_row": {p: seconds[p] / max(1, len(rows)) for p in passes},
-            "cells": cells_of(name, rows, results),
+            "cells": cells,
         }
         print(
             f"{name}: {len(rows)} rows; s/row "
             + ", ".join(f"{p} {s / max(1, len(rows)):.1f}" for p, s in seconds.items()),
             flush=True,
         )
-    record["figures"] = figures_of(record, args.resamples, args.seed)
     slug = judge.model_name.split("/")[-1].lower() + (f"-{args.tag}" if args.tag else "")
     out = args.out_dir / f"grounding-{slug}.json"
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")  # the cells first: --rebuild recovers
+    record["figures"] = figures_of(record, args.resamples, args.seed)
     out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(markdown(record), encoding="utf-8")
     reliability_png(record, out.with_name(out.stem + "-reliability.png"))

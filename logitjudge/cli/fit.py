@@ -17,6 +17,21 @@ from logitjudge.errors import ConfigurationError, LogitJudgeError, RequestError
 __all__ = ["add_fit_parser", "cmd_fit"]
 
 
+def _bounded(low: float, high: float, what: str) -> Any:
+    """An ``argparse`` type: a number in ``[low, high)`` (``nan`` refused), ``what`` in the message."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value < high:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+        return value
+
+    return parse
+
+
 def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``fit`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
@@ -82,11 +97,19 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--lr",
         type=float,
         default=2e-4,
-        help="AdamW's peak learning rate, after a linear warm-up, decaying linearly to 0 (default 2e-4)",
+        help="AdamW's peak learning rate, after a linear warm-up, decaying linearly toward 0 (default 2e-4)",
     )
-    g.add_argument("--warmup", type=float, default=0.1, help="share of the steps the rate warms up over (default 0.1)")
     g.add_argument(
-        "--max-grad-norm", type=float, default=1.0, help="clip the gradients' L2 norm to this (0: off; default 1.0)"
+        "--warmup",
+        type=_bounded(0.0, 1.0, "a share of the steps in [0, 1)"),
+        default=0.1,
+        help="share of the steps the rate warms up over (default 0.1)",
+    )
+    g.add_argument(
+        "--max-grad-norm",
+        type=_bounded(0.0, float("inf"), "0 (off) or more"),
+        default=1.0,
+        help="clip the gradients' L2 norm to this (0: off; default 1.0)",
     )
     g.add_argument("--epochs", type=positive_int, default=1, help="passes over the training rows (default 1)")
     g.add_argument(

@@ -158,8 +158,8 @@ class ChunkDetail(_Out):
     )
     x_claim: str | None = Field(
         default=None,
-        description="A located verdict (faithfulness's details when chunk_support@4 runs on the same item): "
-        "the claim of the output this detail is about (its sentence, split again at semicolons).",
+        description="A located verdict (`x_located`): the claim of the output this row is about (its sentence, "
+        "split again at semicolons).",
     )
     x_chunk: int | None = Field(
         default=None,
@@ -224,10 +224,16 @@ class EvaluatorResult(_Out):
         "file's 'evaluators'): the score after the engine's buckets and before that scaling; score, "
         "passed and confidence are after it.",
     )
+    x_located: list[ChunkDetail] | None = Field(
+        default=None,
+        description="Located verdicts (faithfulness, when chunk_support@4 runs on the same item): one row per claim "
+        "of the output (`index` the claim's, `x_claim` its text) naming the chunk that decides it (`x_chunk`); "
+        "read from that evaluator's per-chunk, per-claim answers; the score is not changed by them.",
+    )
     x_located_by: str | None = Field(
         default=None,
-        description="Set when `details` are located verdicts, one per claim of the output, read from this "
-        "evaluator's per-chunk answers on the same item (e.g. 'chunk_support@4'); the score is not changed by them.",
+        description="Set with `x_located`: the evaluator version whose answers located the verdicts "
+        "(e.g. 'chunk_support@4').",
     )
     x_warning: str | None = Field(
         default=None,

@@ -46,9 +46,9 @@ class AdapterTrainingConfig:
         rank: ``r`` of the update. alpha: ``lora_alpha`` (scaling ``alpha / rank``).
         layers: the top this-many decoder layers are adapted (0: every layer).
         targets: module names adapted in those layers.
-        lr: AdamW's peak learning rate (weight decay 0): it rises linearly from 0 over the first
-            ``warmup`` share of the steps, then falls linearly to 0 at the last step (the schedule of
-            ``transformers.get_linear_schedule_with_warmup``).
+        lr: AdamW's peak learning rate (weight decay 0): it rises linearly over the first
+            ``warmup`` share of the steps to ``lr``, then falls linearly toward 0 (the last step
+            runs at ``lr / (steps after the warm-up)``; :func:`learning_rate`).
         warmup: share of the steps the rate rises over.
         max_grad_norm: the gradients' global L2 norm is clipped to this before each step (0: off).
         epochs: passes over the training rows.
@@ -133,8 +133,10 @@ class KVStore:
 
 
 def learning_rate(config: AdapterTrainingConfig, step: int, total: int) -> float:
-    """The rate of global step ``step`` (0-based) of ``total``: linear warm-up over
-    ``config.warmup * total`` steps to ``config.lr``, then linear decay to 0 at ``total``."""
+    """The rate of global step ``step`` (0-based) of ``total``: ``lr * (step + 1) / W`` over the
+    ``W = max(1, round(warmup * total))`` warm-up steps (the last of them at ``lr``), then
+    ``lr * (total - step) / (total - W)``, falling linearly toward 0 (the linear schedule with
+    warm-up of ``transformers.get_linear_schedule_with_warmup``, without its step at rate 0)."""
     warm = max(1, round(config.warmup * total))
     if step < warm:
         return config.lr * (step + 1) / warm

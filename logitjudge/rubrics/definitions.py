@@ -254,11 +254,12 @@ class EvaluatorDef(_Strict):
         head: ``chunk_head`` scoring: the trained head that reads the questions, and the version
             that answers on an engine without it.
 
-        locate: the name of a per-chunk evaluator that asks the support options per chunk and
-            claim (``chunk_support``, version 4): when both run on an item, this evaluator's
-            ``details`` become located verdicts, one per claim, naming the chunk that contradicts
-            or supports it most (:func:`logitjudge.rubrics.results.located_claims`); its score is
-            unchanged.
+        locate: the name of another evaluator, of ``chunk_head`` scoring, that asks the support
+            options per chunk and claim (``chunk_support``, version 4): when both run on an item
+            and that version answers, this evaluator's result gets located verdicts
+            (``x_located``), one per claim, naming the chunk that contradicts or supports it most
+            (:func:`logitjudge.rubrics.results.located_claims`); its score and ``details`` are
+            unchanged. A catalogue without that evaluator loads; its results have none.
         contrast: ``"context"`` (``probability`` or ``claim_share`` scoring, ``context``
             required): each question is asked twice, over the state and over the state without
             ``context``, and the score is how much the context raises P(yes)
@@ -439,8 +440,8 @@ class Catalogue(_Strict):
         by_name = {e.name: e for e in self.evaluators}
         for e in (*self.evaluators, *self.previous):
             target = by_name.get(e.locate) if e.locate else None
-            if e.locate and (target is None or not target.per_chunk or target.scoring != "chunk_head"):
-                raise ValueError(f"{e.name}: locate must name a current chunk_head evaluator (per chunk and claim)")
+            if e.locate == e.name or (target is not None and target.scoring != "chunk_head"):
+                raise ValueError(f"{e.name}: locate must name another evaluator, one of chunk_head scoring")
         current = {e.name: e.version for e in self.evaluators}
         seen: set[tuple[str, str]] = set()
         for old in self.previous:

@@ -305,14 +305,15 @@ def _short(text: str, n: int = 300) -> str:
 
 
 def _chunk_table(name: str, details: Sequence[Mapping[str, Any]], chunks: list[Any], claims: list[str]) -> str:
-    """The details' table; located verdicts (``x_chunk``: one per claim) add the deciding chunk."""
+    """The details' table; located verdicts (``x_located``, rows with ``x_chunk``: one per claim)
+    add the deciding chunk (for "not found", the one closest to supporting the claim)."""
     located = any(isinstance(d.get("x_chunk"), int) for d in details)
     unit = "claim" if located else _unit_of(name)
     texts: list[Any] = chunks if unit == "chunk" else claims if unit == "claim" else []
     head = unit or "part"
     rows = [
         f"<table class='chunks'><tr><th>{head}</th><th>text</th><th>verdict</th>"
-        + ("<th>decided by chunk</th>" if located else "")
+        + ("<th>deciding (or closest) chunk</th>" if located else "")
         + "<th>score</th><th>probabilities</th><th>passed</th></tr>"
     ]
     for d in details:
@@ -393,9 +394,11 @@ def _item_block(r: Mapping[str, Any], source: Mapping[str, Any] | None) -> tuple
             f"<td class='passed'>{'–' if passed is None else ('yes' if passed else 'no')}</td>"
             f"<td>{_esc(gold_text)}</td><td>{format_value(mass, 4)}</td></tr>"
         )
-        details = res.get("details")
-        if details:
-            rows.append(f"<tr class='chunkrow'><td colspan='7'>{_chunk_table(name, details, chunks, claims)}</td></tr>")
+        for part in ("details", "x_located"):  # located verdicts: one row per claim, with its chunk
+            details = res.get(part)
+            if details:
+                table = _chunk_table(name, details, chunks, claims)
+                rows.append(f"<tr class='chunkrow'><td colspan='7'>{table}</td></tr>")
     classes = " ".join(c for c, on in (("item", True), ("miss", item_miss), ("low", item_low)) if on)
     parts = [f"<details class='{classes}'><summary><span class='id'>{rid}</span> {' '.join(badges)}</summary>"]
     parts.append(texts)

@@ -258,12 +258,14 @@ def located_claims(
 
     ``cells[(i, j)]``: P(option) of chunk ``i`` on claim ``j`` (options ``supports``,
     ``contradicts``, ``unrelated``: chunk_support version 4's per-chunk, per-claim answers). A
-    claim is "contradicted" when some chunk's most probable option is ``contradicts`` (that chunk
-    decides: the one with the largest P(contradicts)), else "supported" when some chunk's is
-    ``supports`` (the one with the largest P(supports)), else "not found" (the chunk closest to
-    supporting it). ``score`` and ``probability``: the largest P(supports) over the chunks;
-    ``probabilities``: the deciding chunk's; ``passed``: supported and score >= ``threshold``.
-    Any contradiction fails, as in chunk_support.
+    claim is "contradicted" when, on this claim, some chunk's most probable option is
+    ``contradicts`` (that chunk decides: the one with the largest P(contradicts)); else
+    "supported" when some chunk's is ``supports`` (the one with the largest P(supports)); else
+    "not found" (``x_chunk``: the chunk closest to supporting it). A contradiction decides over a
+    support. ``score`` and ``probability``: the largest P(supports) over the chunks (MiniCheck's
+    aggregation over document chunks); ``probabilities``: the deciding chunk's; ``passed``:
+    supported and score >= ``threshold``. (chunk_support's own result judges each chunk by the
+    claim it speaks to most, so the two can differ on a chunk that speaks to several claims.)
 
     Returns:
         one :class:`~logitjudge.contract.evaluate.ChunkDetail` per claim (``index`` = the
@@ -281,11 +283,13 @@ def located_claims(
             continue
         best_s = max(row, key=lambda i: row[i].get("supports", 0.0))
         against = [i for i in row if top(row[i]) == "contradicts"]
+        backing = [i for i in row if top(row[i]) == "supports"]
         if against:
             chunk, verdict = max(against, key=lambda i: row[i]["contradicts"]), "contradicted"
+        elif backing:
+            chunk, verdict = max(backing, key=lambda i: row[i]["supports"]), "supported"
         else:
-            chunk = best_s
-            verdict = "supported" if top(row[best_s]) == "supports" else "not found"
+            chunk, verdict = best_s, "not found"
         p_s = float(row[best_s].get("supports", 0.0))
         probs = {o: float(v) for o, v in row[chunk].items()}
         out.append(

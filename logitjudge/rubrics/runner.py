@@ -369,7 +369,8 @@ def finish_plan(
 
 
 def located(plan: ItemPlan, got: _Collected, results: dict[str, EvaluatorResult]) -> None:
-    """Give each ok result of an evaluator with ``locate`` its located verdicts (in place), when
+    """Give each ok result of an evaluator with ``locate`` its located verdicts (``x_located``, in
+    place; ``passed`` of a row against the result's threshold), when
     the evaluator it names ran on the item as a ``chunk_head`` version (read by its head or an
     adapter; not its fallback) and answered per chunk and claim
     (:func:`~logitjudge.rubrics.results.located_claims`)."""
@@ -386,8 +387,9 @@ def located(plan: ItemPlan, got: _Collected, results: dict[str, EvaluatorResult]
         }
         if not cells or results.get(target.name, result).status != "ok":
             continue
-        details = located_claims(support_claims(plan.item), cells)
-        update = {"details": details, "x_located_by": f"{target.name}@{target.version}"}
+        threshold = result.threshold if result.threshold is not None else defn.threshold
+        rows = located_claims(support_claims(plan.item), cells, threshold)
+        update = {"x_located": rows, "x_located_by": f"{target.name}@{target.version}"}
         results[name] = result.model_copy(update=update)
 
 

@@ -1,5 +1,5 @@
-"""Located verdicts: faithfulness's details name, per claim, the chunk that decides it, read from
-chunk_support@4's per-chunk, per-claim answers on the same item.
+"""Located verdicts: faithfulness's ``x_located`` names, per claim, the chunk that decides it, read
+from chunk_support@4's per-chunk, per-claim answers on the same item.
 
 The rule on hand-made answers (a contradiction decides over a support; no decisive chunk is "not
 found"), then on the embedded 135M with an adapter bound to ``chunk_support@4`` (PEFT-made, random
@@ -45,6 +45,9 @@ def test_located_claims_rule():
     assert [d.label for d in got] == ["supported (chunk 1)", "contradicted (chunk 0)", "not found in any chunk"]
     assert [d.score for d in got] == [0.7, 0.9, 0.35]  # the best P(supports) over the chunks
     assert got[1].probabilities == cells[(0, 1)] and got[2].x_claim == "c"
+    # a chunk that supports decides even when another has a larger P(supports) but is not decisive
+    mixed = located_claims(["e"], {(0, 0): {S: 0.45, C: 0.0, U: 0.55}, (1, 0): {S: 0.4, C: 0.3, U: 0.3}})[0]
+    assert (mixed.label, mixed.x_chunk, mixed.score) == ("supported (chunk 1)", 1, 0.45)
     # a supported claim under the threshold does not pass
     assert not located_claims(["a"], {(0, 0): _p(0.5, 0.1)}, threshold=0.6)[0].passed
 
@@ -86,17 +89,21 @@ def test_faithfulness_names_the_chunk_chunk_support_found(judge):
     alone = judge.evaluate([ITEM], ["faithfulness"]).results[0].results["faithfulness"]
     faith, support = both["faithfulness"], both["chunk_support"]
     assert support.version == "4" and support.status == "ok"  # the adapter answers version 4 (no fallback)
-    assert faith.x_located_by == "chunk_support@4" and alone.x_located_by is None
-    (claim,) = faith.details or []
+    assert faith.x_located_by == "chunk_support@4" and alone.x_located_by is None and alone.x_located is None
+    assert faith.details == alone.details  # the evaluator's own details do not change
+    (claim,) = faith.x_located or []
     assert claim.x_claim == "The bridge opened in 1932." and claim.index == 0
     # one claim: chunk_support's per-chunk details are that claim's cells
     cells = {d.index: d.probabilities for d in support.details or []}
     assert claim.probabilities == pytest.approx(cells[claim.x_chunk], abs=1e-9)
     contradicting = [i for i, p in cells.items() if max(p, key=p.get) == C]
+    backing = [i for i, p in cells.items() if max(p, key=p.get) == S]
     if contradicting:
         assert claim.x_chunk == max(contradicting, key=lambda i: cells[i][C])
+    elif backing:
+        assert claim.x_chunk == max(backing, key=lambda i: cells[i][S])
     else:
-        assert claim.x_chunk == max(cells, key=lambda i: cells[i][S])
+        assert claim.x_chunk == max(cells, key=lambda i: cells[i][S]) and claim.label == "not found in any chunk"
     assert claim.score == pytest.approx(max(p[S] for p in cells.values()), abs=1e-9)
     assert faith.score == pytest.approx(alone.score, abs=1e-6)  # the score does not move
 
@@ -104,4 +111,17 @@ def test_faithfulness_names_the_chunk_chunk_support_found(judge):
 def test_no_located_verdicts_from_the_headless_fallback(default_judge):
     res = default_judge.evaluate([ITEM], ["faithfulness", "chunk_support"]).results[0].results
     assert res["chunk_support"].version == "3"  # no head, no adapter for the 135M
-    assert res["faithfulness"].x_located_by is None
+    assert res["faithfulness"].x_located_by is None and res["faithfulness"].x_located is None
+
+
+def test_locate_names_another_chunk_head_evaluator():
+    from logitjudge.rubrics.definitions import Catalogue
+    from logitjudge.rubrics.registry import default_registry
+
+    base = default_registry().catalogue
+    faith = base.evaluators[[e.name for e in base.evaluators].index("faithfulness")]
+    support = next(e for e in base.evaluators if e.name == "chunk_support")
+    # a catalogue without chunk_support loads (its faithfulness results carry no located verdicts)
+    Catalogue(format=base.format, evaluators=(faith,))
+    with pytest.raises(ValueError, match="locate must name another evaluator"):
+        Catalogue(format=base.format, evaluators=(support.model_copy(update={"locate": "chunk_support"}),))

@@ -164,7 +164,7 @@ def test_located_verdicts_show_the_claim_and_the_chunk_that_decides_it():
                     "score": 0.3,
                     "passed": False,
                     "x_located_by": "chunk_support@4",
-                    "details": [
+                    "x_located": [
                         {
                             "index": 0,
                             "label": "supported (chunk 1)",
@@ -196,7 +196,7 @@ def test_located_verdicts_show_the_claim_and_the_chunk_that_decides_it():
     dom = _Page()
     dom.feed(page)
     assert dom.items[0]["chunk_rows"] == 2
-    assert "<th>claim</th>" in page and "<th>decided by chunk</th>" in page
+    assert "<th>claim</th>" in page and "<th>deciding (or closest) chunk</th>" in page
     assert "It is painted &lt;red&gt;." in page and "contradicted (chunk 0)" in page
     assert "0: Painted grey." in page and "1: Opened 1932." in page
 
