@@ -140,8 +140,8 @@ def train_adapter(
     draw = random.Random(config.seed)
     if config.max_rows is not None and config.max_rows < len(train):
         train = sorted(draw.sample(train, config.max_rows))
-    if config.report_rows is not None and config.report_rows < len(test):
-        test = sorted(draw.sample(test, config.report_rows))
+    if config.report_rows is not None and config.report_rows < len(test):  # its own draw: any --max-train-rows
+        test = sorted(random.Random(config.seed + 1).sample(test, config.report_rows))
     params = lora_parameters(engine.lm.model, config, config.seed)
     adapter = BranchAdapter(TRAINING_NAME, params, config.alpha / config.rank, common_start(rows))
     trainable = [p for ab in params.values() for p in ab]
