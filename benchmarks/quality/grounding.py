@@ -341,7 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(record))
         return 0
 
+    import warnings
+
+    from sklearn.exceptions import UndefinedMetricWarning
     from tqdm import tqdm
+
+    warnings.filterwarnings("ignore", category=UndefinedMetricWarning)  # a one-class resample: skipped
+    warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
 
     from logitjudge import Judge
 
