@@ -236,7 +236,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
     try:
         judge = load_judge(args)
         n_report = len(held_out_split(examples, args.holdout, args.seed)[1])
-        n_report = 2 * min(n_report, args.report_rows or n_report)  # with the adapter, then without
+        n_report = min(n_report, args.report_rows or n_report)
         report_bar = tqdm(total=n_report, desc="held-out", unit="row", file=sys.stderr, delay=1)
         with report_bar, tqdm(total=n_train * args.epochs, desc="adapter", unit="row", file=sys.stderr) as bar:
             tokens = [0, time.monotonic()]

@@ -114,8 +114,8 @@ def train_adapter(
         compare_head: a trained head loaded on the engine that reads the same question: the
             report puts its figures on the same held-out rows beside the adapter's.
         log: called with a line for a person (resuming, or a checkpoint that does not match).
-        report_progress: called with the held-out rows each report batch answered (two passes:
-            with the adapter, then without).
+        report_progress: called with the held-out rows each report batch answered (one pass: the
+            adapted and the plain question share each state's forward).
 
     Returns:
         an :class:`AdapterResult`; ``trained`` holds seconds per row per epoch, the KV cache's size
@@ -257,28 +257,37 @@ def train_adapter(
 def _answers(
     engine: Any,
     examples: Sequence[Example],
-    adapter: str | None,
+    adapter: str,
     batch: int,
     head: str | None = None,
     progress: Callable[[int], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(N, C) probabilities of each example's options (request order), with or without the adapter,
-    and the label readout's beside them (the same unless ``head`` reads the question)."""
-    out, labels = [], []
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per example (request order), (N, C) each: its options' probabilities with the adapter, the
+    plain question's (read by ``head`` when given), and the plain question's label readout. One
+    request per example holds both branches, so its state runs once (an installed adapter leaves
+    the plain branch as it is)."""
+    out: tuple[list[list[float]], list[list[float]], list[list[float]]] = ([], [], [])
     for k in range(0, len(examples), batch):
         reqs = [
-            EngineRequest(e.state, (replace(e.question, rotations=1, head=head, adapter=adapter),))
+            EngineRequest(
+                e.state,
+                (
+                    replace(e.question, rotations=1, head=None, adapter=adapter),
+                    replace(e.question, rotations=1, head=head, adapter=None),
+                ),
+            )
             for e in examples[k : k + batch]
         ]
         for res in engine.run_batch(reqs):
             if isinstance(res, Exception):
                 raise res
-            answer = res.answers[0]
-            out.append(list(answer.probabilities))
-            labels.append(list(answer.label_probabilities or answer.probabilities))
+            adapted, plain = res.answers
+            out[0].append(list(adapted.probabilities))
+            out[1].append(list(plain.probabilities))
+            out[2].append(list(plain.label_probabilities or plain.probabilities))
         if progress is not None:
             progress(len(reqs))
-    return np.array(out), np.array(labels)
+    return np.array(out[0]), np.array(out[1]), np.array(out[2])
 
 
 def held_out_report(
@@ -301,10 +310,9 @@ def held_out_report(
     groups = [e.group for e in test]
     engine.set_adapters([adapter])
     try:
-        probs, _ = _answers(engine, test, adapter.name, batch, progress=progress)
+        probs, by_head, zero = _answers(engine, test, adapter.name, batch, head, progress)
     finally:
         engine.set_adapters([])
-    by_head, zero = _answers(engine, test, None, batch, head, progress)
     report = classification_report(gold, probs, options, groups, seed=seed)
     report["zero_shot"] = classification_report(gold, zero, options, groups, seed=seed)
     if head is not None:
