@@ -52,7 +52,7 @@ from sklearn.metrics import balanced_accuracy_score, brier_score_loss, f1_score,
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rag_quality's bootstrap
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
-from rag_quality import figure  # noqa: E402
+from rag_quality import _cell, figure  # noqa: E402
 
 SETS = ("factcheckgpt_chunk_support", "vitaminc")
 EVALUATOR = "chunk_support@4"
@@ -241,13 +241,6 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str
                 out[name][r].update(claim_figures(cells, r, resamples, seed))
         out[name]["baselines"] = baseline_figures(cells, resamples, seed)
     return out
-
-
-def _cell(fig: Any) -> str:
-    if not isinstance(fig, dict) or fig.get("value") is None:
-        return "n/a"
-    ci = fig.get("ci")
-    return f"{fig['value']:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def markdown(record: Mapping[str, Any]) -> str:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "adapter_for",
+    "answers_itself",
     "with_adapters",
     "head_fallback_warning",
     "reads_own_head",
@@ -68,6 +69,13 @@ def head_trained_for(defn: EvaluatorDef, head: str, engine: Mapping[str, Any]) -
         return False
     trained_for = (engine.get("head_evaluators") or {}).get(head)
     return trained_for is None or trained_for == f"{defn.name}@{defn.version}"
+
+
+def answers_itself(defn: EvaluatorDef, engine: Mapping[str, Any]) -> bool:
+    """True when ``defn`` (of a ``head``) is answered as this very version on ``engine``: by its
+    head (:func:`head_trained_for`) or by a branch adapter bound to it (:func:`adapter_for`);
+    False means its ``head.fallback`` version answers."""
+    return defn.head is not None and (head_trained_for(defn, defn.head.name, engine) or bool(adapter_for(defn, engine)))
 
 
 def own_head(defn: EvaluatorDef, engine: Mapping[str, Any]) -> bool:
@@ -122,8 +130,8 @@ def with_head_fallbacks(plan: ItemPlan, registry: Registry, engine: Mapping[str,
             ):
                 plan.notes[defn.name] = other_version_note(defn, engine)
             continue
-        if head_trained_for(defn, defn.head.name, engine) or adapter_for(defn, engine):
-            continue  # read by its head, or answered by an adapter trained on this very version
+        if answers_itself(defn, engine):
+            continue
         fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
         plan.drop(ids)
         plan.add(Selected(fallback, sel.explicit), kind_of(fallback).questions(fallback, plan.item))

@@ -380,13 +380,13 @@ def located(plan: ItemPlan, got: _Collected, results: dict[str, EvaluatorResult]
         result = results.get(name)
         if target is None or target.scoring != "chunk_head" or result is None or result.status != "ok":
             continue
+        if results[target.name].status != "ok":
+            continue
         cells = {
             (k.chunk, k.claim): a.probabilities()
             for k, a in got.answers.items()
-            if k.evaluator == target.name and k.chunk is not None and k.claim is not None and k.part is None
+            if k.evaluator == target.name and k.chunk is not None and k.claim is not None
         }
-        if not cells or results.get(target.name, result).status != "ok":
-            continue
         threshold = result.threshold if result.threshold is not None else defn.threshold
         rows = located_claims(support_claims(plan.item), cells, threshold)
         update = {"x_located": rows, "x_located_by": f"{target.name}@{target.version}"}

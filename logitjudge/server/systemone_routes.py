@@ -129,7 +129,7 @@ class ServerState:
         """The ``x_warning`` of each evaluator version whose fitted coefficients were fitted on
         another engine than the one served, by ``"<name>@<version>"``
         (:func:`logitjudge.rubrics.runner.fitted_warnings`); computed and logged once, on first use."""
-        from logitjudge.rubrics.head_plan import adapter_for, head_fallback_warning, head_trained_for
+        from logitjudge.rubrics.head_plan import answers_itself, head_fallback_warning
         from logitjudge.rubrics.registry import default_registry
         from logitjudge.rubrics.runner import fitted_warnings
 
@@ -138,8 +138,8 @@ class ServerState:
         for warning in found.values():
             logger.warning("%s", warning)
         for defn in registry.evaluators.values():  # current versions that read a head this engine lacks
-            if defn.head is None or head_trained_for(defn, defn.head.name, engine) or adapter_for(defn, engine):
-                continue  # read by its head, or answered by an adapter bound to this version
+            if defn.head is None or answers_itself(defn, engine):
+                continue
             fallback = registry.versions[f"{defn.name}@{defn.head.fallback}"]
             logger.warning("%s", head_fallback_warning(defn, fallback, engine))
         return found

@@ -11,12 +11,11 @@ move, and without chunk_support, or with its head-less fallback (version 3), the
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 import torch
+from support.adapters import peft_folder
 
-from logitjudge.engine.adapters import ADAPTER_BINDING
 from logitjudge.engine.core import Engine
 from logitjudge.engine.model import LoadedModel
 from logitjudge.judge import Judge
@@ -66,18 +65,9 @@ def judge(default_judge, tmp_path_factory) -> Judge:
     adapter, version 3 would answer)."""
     lm0 = default_judge.engine.lm
     base = copy.deepcopy(lm0.model).float().eval()
-    folder = tmp_path_factory.mktemp("adapter") / "stance"
-    torch.manual_seed(5)
-    config = peft.LoraConfig(
-        r=4,
-        lora_alpha=8,
-        target_modules=["q_proj", "v_proj", "down_proj"],
-        init_lora_weights=False,
-        alora_invocation_tokens=[1, 2],
-        task_type="CAUSAL_LM",
+    folder = peft_folder(
+        base, tmp_path_factory.mktemp("adapter") / "stance", name="stance", evaluator="chunk_support@4", seed=5
     )
-    peft.get_peft_model(copy.deepcopy(base), config).save_pretrained(str(folder))
-    (folder / ADAPTER_BINDING).write_text(json.dumps({"format": 1, "name": "stance", "evaluator": "chunk_support@4"}))
     lm = LoadedModel(base, lm0.tokenizer, lm0.name, lm0.source, lm0.device, torch.float32, lm0.fingerprint)
     out = Judge(Engine(lm, dtype="float32"), default_rotations=1)
     out.engine.load_adapters([folder])

@@ -15,8 +15,8 @@ import json
 import pytest
 import torch
 from fastapi.testclient import TestClient
+from support.adapters import peft_folder
 
-from logitjudge.engine.adapters import ADAPTER_BINDING
 from logitjudge.engine.core import Engine
 from logitjudge.engine.model import LoadedModel
 from logitjudge.engine.types import EngineRequest, Option, Question
@@ -46,19 +46,10 @@ def judges(default_judge, tmp_path_factory):
     """(judge with the PEFT-made adapter loaded, the same weights without it, PEFT's model)."""
     lm0 = default_judge.engine.lm
     base = copy.deepcopy(lm0.model).float().eval()
-    folder = tmp_path_factory.mktemp("adapter") / "grounded"
-    torch.manual_seed(3)
-    config = peft.LoraConfig(
-        r=4,
-        lora_alpha=8,
-        target_modules=["q_proj", "v_proj", "down_proj"],
-        init_lora_weights=False,
-        alora_invocation_tokens=[1, 2],  # not searched for by the engine; PEFT needs some
-        task_type="CAUSAL_LM",
+    folder = peft_folder(
+        base, tmp_path_factory.mktemp("adapter") / "grounded", name="grounded", evaluator="faithfulness@2", seed=3
     )
-    peft.get_peft_model(copy.deepcopy(base), config).save_pretrained(str(folder))
     in_peft = peft.PeftModel.from_pretrained(copy.deepcopy(base), str(folder)).eval()
-    (folder / ADAPTER_BINDING).write_text(json.dumps({"format": 1, "name": "grounded", "evaluator": "faithfulness@2"}))
 
     def judge(model) -> Judge:
         lm = LoadedModel(model, lm0.tokenizer, lm0.name, lm0.source, lm0.device, torch.float32, lm0.fingerprint)
