@@ -2,7 +2,7 @@
 
     python benchmarks/quality/grounding.py [--model qwen2.5-coder-1.5b] [--adapters DIR[,DIR]]
         [--sets factcheckgpt_chunk_support,vitaminc] [--set-limits factcheckgpt_chunk_support=30]
-        [--seed 0] [--tag NAME] [--rebuild benchmarks/results/grounding-....json]
+        [--seed 0] [--faithfulness-only] [--tag NAME] [--rebuild benchmarks/results/grounding-....json]
 
 Per (claim, passage) cell, ``chunk_support@4`` answers "supports / contradicts / unrelated" over
 the passage alone. One run answers every cell twice in the same process: with the branch adapters
@@ -27,7 +27,11 @@ P = 0.5, no threshold tuned on the set):
 - FactCheck-GPT's claim level: a claim is grounded when some passage completely supports it (claims
   whose best passage only partly does are left out), P(grounded) = the largest P(supports) over its
   passages (MiniCheck's aggregation over chunks, and a located verdict's score): balanced accuracy
-  at 0.5 and AUROC.
+  at 0.5 and AUROC;
+- on the same claims, ``faithfulness@2`` asked of the claim over all its passages (the question
+  and the claim as the item; with a bound adapter in the adapter pass, its P(yes); without, the
+  contrast score): balanced accuracy at 0.5, AUROC, ECE and Brier (``--faithfulness-only`` asks
+  only this).
 
 Every figure carries a 95% percentile-bootstrap interval over source items (a FactCheck-GPT
 response, whose claims share pages; a VitaminC row). Writes
@@ -56,6 +60,8 @@ from rag_quality import _cell, figure  # noqa: E402
 
 SETS = ("factcheckgpt_chunk_support", "vitaminc")
 EVALUATOR = "chunk_support@4"
+FAITHFULNESS = "faithfulness@2"
+CLAIM_SETS = ("factcheckgpt_chunk_support",)  # sets whose rows are a claim with all of its passages
 SUPPORT = ("supports", "contradicts", "unrelated")
 READERS = ("adapter", "base", "zero_shot")
 ITEM_FIELDS = ("id", "input", "output", "context")
@@ -93,7 +99,7 @@ def cells_of(
     for k, r in enumerate(rows):
         partial = set(r["gold"].get("partial_cells") or ())
         claim = content_words(str(r["output"]))
-        done = {p: results[p][k] for p in results}
+        done = {p: results[p][k] for p in results if results[p][k] is not None}  # None: chunk_support not asked
         if any(res.get("status") != "ok" for res in done.values()):
             continue
         for i, (gold, chunk) in enumerate(zip(r["gold"]["per_chunk"], r["context"], strict=True)):
@@ -181,35 +187,53 @@ def reader_figures(cells: Sequence[Mapping[str, Any]], reader: str, resamples: i
     }
 
 
-def claim_figures(cells: Sequence[Mapping[str, Any]], reader: str, resamples: int, seed: int) -> dict[str, Any]:
-    """Claim level (FactCheck-GPT's faithfulness view): a claim is grounded when some passage
-    completely supports it; claims whose best passage only partly supports it are left out. The
-    claim's P(grounded) = the largest P(supports) over its passages (MiniCheck's aggregation over
-    document chunks; the ``score`` of a located verdict)."""
+def claims_of(
+    cells: Sequence[Mapping[str, Any]], faithfulness: Mapping[str, Mapping[str, float]]
+) -> list[dict[str, Any]]:
+    """FactCheck-GPT's claim level: one record per claim with ``y`` (grounded: some passage
+    completely supports it; claims whose best passage only partly supports it are left out) and,
+    per reader, P(grounded): for a chunk_support reader the largest P(supports) over the claim's
+    passages (MiniCheck's aggregation over document chunks; the ``score`` of a located verdict),
+    for ``faithfulness_<pass>`` faithfulness's score of the claim over all its passages."""
     rows: dict[str, list[Mapping[str, Any]]] = {}
     for c in cells:
-        if reader in c:
-            rows.setdefault(c["row"], []).append(c)
+        rows.setdefault(c["row"], []).append(c)
     claims = []
-    for cs in rows.values():
+    for rid, cs in rows.items():
         grounded = any(c["complete"] for c in cs)
         if not grounded and any(c["partial"] for c in cs):
             continue
-        claims.append({"unit": cs[0]["unit"], "y": grounded, "p": max(c[reader]["supports"] for c in cs)})
-    units = _units(claims)
+        claim: dict[str, Any] = {"unit": cs[0]["unit"], "y": grounded}
+        for r in READERS:
+            if all(r in c for c in cs):
+                claim[r] = max(c[r]["supports"] for c in cs)
+        for p, score in (faithfulness.get(rid) or {}).items():
+            claim[f"faithfulness_{p}"] = score
+        claims.append(claim)
+    return claims
+
+
+def claim_figures(claims: Sequence[Mapping[str, Any]], reader: str, resamples: int, seed: int) -> dict[str, Any]:
+    """Balanced accuracy at P(grounded) >= 0.5, AUROC, ECE and Brier of one reader over
+    :func:`claims_of`'s claims (bootstrap over responses)."""
+    from logitjudge.rubrics.aggregate import expected_calibration_error
+
+    units = _units([c for c in claims if reader in c])
+
+    def yp(us: Any) -> tuple[list[bool], list[float]]:
+        flat = _flat(us)
+        return [c["y"] for c in flat], [c[reader] for c in flat]
 
     def bacc(us: Any) -> float:
-        flat = _flat(us)
-        return float(balanced_accuracy_score([c["y"] for c in flat], [c["p"] >= 0.5 for c in flat]))
-
-    def auroc(us: Any) -> float:
-        flat = _flat(us)
-        return float(roc_auc_score([c["y"] for c in flat], [c["p"] for c in flat]))
+        y, p = yp(us)
+        return float(balanced_accuracy_score(y, [x >= 0.5 for x in p]))
 
     return {
         "claim_balanced_accuracy": figure(units, bacc, resamples, seed),
-        "claim_auroc": figure(units, auroc, resamples, seed),
-        "claims": {"value": float(len(claims)), "ci": None, "n": len(units)},
+        "claim_auroc": figure(units, lambda us: float(roc_auc_score(*yp(us))), resamples, seed),
+        "claim_ece": figure(units, lambda us: expected_calibration_error(*yp(us)[::-1]), resamples, seed),
+        "claim_brier": figure(units, lambda us: float(brier_score_loss(*yp(us))), resamples, seed),
+        "claims": {"value": float(len(_flat(units))), "ci": None, "n": len(units)},
     }
 
 
@@ -236,9 +260,13 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str
     for name, block in record["sets"].items():
         cells = block["cells"]
         out[name] = {r: reader_figures(cells, r, resamples, seed) for r in READERS if any(r in c for c in cells)}
-        if name == "factcheckgpt_chunk_support":
-            for r in out[name]:
-                out[name][r].update(claim_figures(cells, r, resamples, seed))
+        if name in CLAIM_SETS:
+            claims = claims_of(cells, block.get("faithfulness") or {})
+            for r in list(out[name]):
+                out[name][r].update(claim_figures(claims, r, resamples, seed))
+            readers = sorted({k for c in claims for k in c if k.startswith("faithfulness_")})
+            if readers:
+                out[f"{name} (claims, faithfulness)"] = {r: claim_figures(claims, r, resamples, seed) for r in readers}
         out[name]["baselines"] = baseline_figures(cells, resamples, seed)
     return out
 
@@ -256,18 +284,20 @@ def markdown(record: Mapping[str, Any]) -> str:
         "",
     ]
     for name, by_reader in record["figures"].items():
-        readers = [r for r in READERS if r in by_reader]
-        lines += [f"## {name}", "", "| metric | " + " | ".join(readers) + " |", "|---|" + "---|" * len(readers)]
-        for metric in by_reader[readers[0]]:
+        readers = [r for r in by_reader if r != "baselines"]
+        cols = readers or ["value"]  # only the baselines: no reader ran on the cells
+        lines += [f"## {name}", "", "| metric | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for metric in by_reader[readers[0]] if readers else ():
             lines.append(f"| {metric} | " + " | ".join(_cell(by_reader[r].get(metric)) for r in readers) + " |")
-        for metric, fig in by_reader["baselines"].items():
-            lines.append(f"| {metric} | {_cell(fig)} |" + " |" * (len(readers) - 1))
+        for metric, fig in by_reader.get("baselines", {}).items():
+            lines.append(f"| {metric} | {_cell(fig)} |" + " |" * (len(cols) - 1))
         lines.append("")
     return "\n".join(lines)
 
 
 def reliability_png(record: Mapping[str, Any], path: Path) -> None:
-    """A reliability diagram of P(supports) per set and reader (matplotlib)."""
+    """A reliability diagram per set: P(supports) per cell and reader, and on the claim sets
+    faithfulness's P(grounded) per claim and pass (matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -275,33 +305,33 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
 
     from logitjudge.rubrics.aggregate import expected_calibration_error, reliability_bins
 
-    names = list(record["sets"])
-    fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 4.2), squeeze=False)
-    for ax, name in zip(axes[0], names):
-        cells = [c for c in record["sets"][name]["cells"] if not c["partial"]]
-        for reader, style in zip(READERS, ("o-", "s-", "^--")):
-            have = [c for c in cells if reader in c]
-            if not have:
+    panels: list[tuple[str, str, str, list[tuple[str, list[float], list[bool]]]]] = []
+    for name, block in record["sets"].items():
+        cells = [c for c in block["cells"] if not c["partial"]]
+        curves = [
+            (r, [c[r]["supports"] for c in cells if r in c], [c["gold"] == "supports" for c in cells if r in c])
+            for r in READERS
+        ]
+        panels.append((f"{name} (n={len(cells)} cells)", "P(supports)", "share that supports", curves))
+        claims = claims_of(block["cells"], block.get("faithfulness") or {}) if name in CLAIM_SETS else []
+        passes = sorted({k for c in claims for k in c if k.startswith("faithfulness_")})
+        if passes:
+            curves = [(k, [c[k] for c in claims if k in c], [c["y"] for c in claims if k in c]) for k in passes]
+            panels.append((f"{name}, claims (n={len(claims)})", "faithfulness P(grounded)", "share grounded", curves))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), squeeze=False)
+    for ax, (title, xlabel, ylabel, curves) in zip(axes[0], panels):
+        for (label, p, y), style in zip(curves, ("o-", "s-", "^--")):
+            if not p:
                 continue
-            p = [c[reader]["supports"] for c in have]
-            y = [c["gold"] == "supports" for c in have]
             bins = reliability_bins(p, y)
             ece = expected_calibration_error(p, y)
             ax.plot(
-                [b["mean_score"] for b in bins],
-                [b["frac_true"] for b in bins],
-                style,
-                label=f"{reader} (ECE {ece:.3f})",
+                [b["mean_score"] for b in bins], [b["frac_true"] for b in bins], style, label=f"{label} (ECE {ece:.3f})"
             )
         ax.plot([0, 1], [0, 1], "k:", lw=1)
-        ax.set(
-            xlim=(0, 1),
-            ylim=(0, 1),
-            title=f"{name} (n={len(cells)} cells)",
-            xlabel="P(supports)",
-            ylabel="share that supports",
-        )
-        ax.legend(loc="upper left", fontsize=8)
+        ax.set(xlim=(0, 1), ylim=(0, 1), title=title, xlabel=xlabel, ylabel=ylabel)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -319,6 +349,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--batch-size", type=int, default=4, help="items per engine batch")
     ap.add_argument("--state-cache-mb", type=int, default=4096, help="state KV kept between the two passes")
+    ap.add_argument(
+        "--faithfulness-only",
+        action="store_true",
+        help="ask only faithfulness, on the claim sets (the per-passage readers are not run)",
+    )
     ap.add_argument("--tag", default="")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -363,6 +398,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
         rows = load_rows(name, limits.get(name), args.seed, args.data)
         results: dict[str, list[Any]] = {p: [] for p in passes}
+        evaluators = ([] if args.faithfulness_only else [EVALUATOR]) + ([FAITHFULNESS] if name in CLAIM_SETS else [])
+        if not evaluators:
+            continue
+        faithfulness: dict[str, dict[str, float]] = {}
         seconds = dict.fromkeys(passes, 0.0)
         bar = tqdm(total=len(rows), desc=name, unit="row")
         for k in range(0, len(rows), args.batch_size):
@@ -370,11 +409,18 @@ def main(argv: list[str] | None = None) -> int:
             for p in passes:  # the same items with and without the adapters: the states come from the cache
                 judge.engine.set_adapters(installed if p == "adapter" else [])
                 t0 = time.perf_counter()
-                run = judge.evaluate(items, [EVALUATOR], batch_size=args.batch_size)
+                run = judge.evaluate(items, evaluators, batch_size=args.batch_size)
                 seconds[p] += time.perf_counter() - t0
                 results[p] += [
-                    res.results["chunk_support"].model_dump(mode="json", exclude_none=True) for res in run.results
+                    res.results["chunk_support"].model_dump(mode="json", exclude_none=True)
+                    if "chunk_support" in res.results
+                    else None
+                    for res in run.results
                 ]
+                for item, res in zip(items, run.results, strict=True):
+                    faith = res.results.get("faithfulness")
+                    if faith is not None and faith.status == "ok" and faith.score is not None:
+                        faithfulness.setdefault(str(item["id"]), {})[p] = float(faith.score)
             bar.update(len(items))
         bar.close()
         judge.engine.set_adapters(installed)
@@ -384,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows_not_ok": len(rows) - len({c["row"] for c in cells}),  # an item some pass failed: left out
             "seconds_per_row": {p: seconds[p] / max(1, len(rows)) for p in passes},
             "cells": cells,
+            "faithfulness": faithfulness,  # per claim row, per pass: faithfulness@2's score over all passages
         }
         print(
             f"{name}: {len(rows)} rows; s/row "

@@ -773,6 +773,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a JSON list of evaluator definitions replacing the catalogue's of the same name "
         "(a wording or method to measure; e.g. benchmarks/variants/faithfulness-claims.json)",
     )
+    ap.add_argument(
+        "--adapters",
+        default=None,
+        metavar="DIR[,DIR]",
+        help="branch adapter folders (`logitjudge fit --adapter`); an evaluator with one bound to its version reads it",
+    )
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: every set)")
     ap.add_argument(
         "--types",
@@ -838,6 +844,7 @@ def main(argv: list[str] | None = None) -> int:
         default_rotations=args.rotations,
         calibration=args.calibration,
         prompt_version=args.prompt_version,
+        adapters=args.adapters.split(",") if args.adapters else None,
     )
     engine = json.loads(json.dumps(judge.describe(), default=str))
     stem = f"quality-{engine['model']}" + (f"-{args.tag}" if args.tag else "")
@@ -865,6 +872,7 @@ def main(argv: list[str] | None = None) -> int:
             "rotations": args.rotations,
             "calibration": args.calibration,
             "prompt_version": args.prompt_version,
+            "adapters": args.adapters,
             "batch_size": args.batch_size,
             "variants": None if registry is None else json.loads(Path(args.variants).read_text()),
             "sets": [p.parent.name for p in paths],

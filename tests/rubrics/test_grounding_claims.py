@@ -1,0 +1,71 @@
+"""benchmarks/quality/grounding.py's claim level: which claims count, what each reader's P(grounded) is.
+
+Hand-made cells (the shape ``cells_of`` writes) and faithfulness scores; no model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _grounding():
+    for sub in ("benchmarks", "benchmarks/quality"):  # the script's own imports: _results, rag_quality
+        if str(ROOT / sub) not in sys.path:
+            sys.path.insert(0, str(ROOT / sub))
+    spec = importlib.util.spec_from_file_location("grounding_bench", ROOT / "benchmarks" / "quality" / "grounding.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("grounding_bench", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cell(row: str, unit: str, *, complete: bool, partial: bool, p: float) -> dict:
+    gold = "supports" if complete or partial else "unrelated"
+    return {"row": row, "unit": unit, "complete": complete, "partial": partial, "gold": gold, "base": {"supports": p}}
+
+
+def test_claims_take_the_best_passage_and_leave_out_partly_supported_ones():
+    g = _grounding()
+    cells = [
+        _cell("a", "r1", complete=True, partial=False, p=0.7),
+        _cell("a", "r1", complete=False, partial=False, p=0.2),
+        _cell("b", "r1", complete=False, partial=True, p=0.9),  # best passage only partly supports: left out
+        _cell("b", "r1", complete=False, partial=False, p=0.1),
+        _cell("c", "r2", complete=False, partial=False, p=0.4),
+        _cell("c", "r2", complete=False, partial=False, p=0.3),
+    ]
+    claims = g.claims_of(cells, {"a": {"adapter": 0.8, "base": 0.6}, "c": {"base": 0.55}})
+    by_unit = sorted((c["unit"], c["y"], c["base"]) for c in claims)
+    assert by_unit == [("r1", True, 0.7), ("r2", False, 0.4)]
+    a = next(c for c in claims if c["y"])
+    assert a["faithfulness_adapter"] == 0.8 and a["faithfulness_base"] == 0.6
+    c = next(c for c in claims if not c["y"])
+    assert c["faithfulness_base"] == 0.55 and "faithfulness_adapter" not in c
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")  # as the script: a one-class
+@pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")  # resample is skipped
+@pytest.mark.filterwarnings("ignore:A single label was found")
+def test_claim_figures_score_each_reader_at_one_half():
+    g = _grounding()
+    claims = [
+        {"unit": "r1", "y": True, "base": 0.9, "faithfulness_base": 0.4},
+        {"unit": "r2", "y": False, "base": 0.85, "faithfulness_base": 0.3},
+        {"unit": "r3", "y": True, "base": 0.8, "faithfulness_base": 0.7},
+        {"unit": "r4", "y": False, "base": 0.1, "faithfulness_base": 0.2},
+    ]
+    base = g.claim_figures(claims, "base", resamples=20, seed=0)
+    # at 0.5: r1, r2, r3 called grounded -> recall 1, specificity 1/2
+    assert base["claim_balanced_accuracy"]["value"] == pytest.approx(0.75)
+    assert base["claim_auroc"]["value"] == pytest.approx(0.75)  # r2 (0.85) outranks r3 (0.8): 3 of 4 pairs
+    faith = g.claim_figures(claims, "faithfulness_base", resamples=20, seed=0)
+    assert faith["claim_balanced_accuracy"]["value"] == pytest.approx(0.75)  # r1 missed, both negatives right
+    assert faith["claim_auroc"]["value"] == pytest.approx(1.0)
+    assert faith["claim_brier"]["value"] == pytest.approx((0.6**2 + 0.3**2 + 0.3**2 + 0.2**2) / 4)
+    assert faith["claims"]["value"] == 4.0
