@@ -367,7 +367,7 @@ class Engine:
                     q.type,
                     views,
                     len(q.options),
-                    q.calibrated and spec.calibrated,
+                    q.calibrated and spec.calibrated and q.adapter is None,  # fitted on the base readout
                     self.prompt.temperature(q.type),
                     head=q.head,
                     option_names=tuple(str(o.name) for o in q.options),

@@ -81,6 +81,8 @@ class Question:
         adapter: the name of a branch adapter (:mod:`logitjudge.engine.adapters`) that this
             question's branch runs: its tokens get the adapter's low-rank update, the state and
             every other question do not. The engine must have it loaded; ``None``: base weights.
+            An adapted answer is not scaled by the engine's calibration (fitted on the base
+            model's readout): its label logits are read as the adapter was trained on them.
     """
 
     type: QuestionType

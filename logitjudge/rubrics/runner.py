@@ -348,7 +348,8 @@ def finish_plan(
             baseline = {k: got.twin[k] for k in keys} if twin else None
             scaling = None
             head_read = any(a.answer.label_probabilities is not None for a in own.values())
-            if kind_of(defn).scaled and not head_read:  # a head's answer is not rescaled
+            adapted = any(a.question.adapter is not None for a in own.values())
+            if kind_of(defn).scaled and not head_read and not adapted:  # fitted on the base readout
                 scaling = (scalings or {}).get(evaluator_key(defn.name, defn.version))
             scored = score_evaluator(defn, own, thresholds.get(defn.name), plan.item, baseline, scaling)
         except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError) as exc:  # answer unlike question

@@ -199,6 +199,33 @@ def test_rotated_adapted_question_equals_its_views_alone(request, setup):
     assert _max_diff(packed, alone) <= TOL
 
 
+def test_the_calibration_scales_plain_answers_only(request, setup):
+    """A calibration is fitted on the base model's readout: it scales the plain questions' answers
+    and leaves the adapted ones as the adapter was trained to give them."""
+    tiny_only(request)
+    from logitjudge.engine.calibration import Calibration, Scaling
+
+    engine, _, _, _ = setup
+    request_ = EngineRequest(STATE, QUESTIONS)
+    raw = engine.run_batch([request_])[0]
+    fitted = {k: engine.describe()[k] for k in ("fingerprint", "prompt_version", "dtype", "strategy")}
+    scalings = {"noul:2": Scaling(0.25), "choice:3": Scaling(0.25), "choice:4": Scaling(0.25)}
+    engine.set_calibration(Calibration(fitted_for=fitted, scalings=scalings))
+    try:
+        got = engine.run_batch([request_])[0]
+    finally:
+        engine.set_calibration(None)
+    for i, q in enumerate(QUESTIONS):
+        if q.type == "score":
+            continue  # no scaling for its bucket here
+        if q.adapter is None:  # a temperature of 0.25: softmax(log p / 0.25)
+            want = torch.softmax(torch.log(torch.tensor(raw.answers[i].probabilities)) / 0.25, 0).tolist()
+            assert _max_diff(got.answers[i].probabilities, raw.answers[i].probabilities) > 1e-5, i
+        else:
+            want = raw.answers[i].probabilities
+        assert _max_diff(got.answers[i].probabilities, want) <= 1e-6, i
+
+
 def test_state_cache_serves_adapted_questions(setup):
     engine, _, _, _ = setup
     cached = Engine(engine.lm, dtype="float32", state_cache_mb=64)

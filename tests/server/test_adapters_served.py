@@ -102,3 +102,30 @@ def test_evaluate_reads_the_adapter_bound_to_the_evaluator(judges):
     by, ref_by = got.json()["results"], ref.json()["results"]
     assert abs(by["faithfulness"]["score"] - ref_by["faithfulness"]["score"]) > 1e-3
     assert abs(by["chunk_relevance"]["score"] - ref_by["chunk_relevance"]["score"]) <= 1e-6
+
+
+def test_a_calibration_fitted_on_the_base_readout_leaves_the_adapted_score_alone(judges):
+    """The shipped kind of calibration (a noul bucket temperature and a Platt scaling of
+    faithfulness@2's score, both fitted on the base model's answers) does not reach the score an
+    adapter gives: the adapter was trained on its raw label logits."""
+    from logitjudge.engine.calibration import Calibration, Scaling
+
+    with_adapter, _, _ = judges
+    engine = with_adapter.engine
+    body = {"evaluators": ["faithfulness"], **ITEM}
+    with TestClient(create_app(with_adapter)) as c:
+        raw = c.post("/api/v1/evaluate", json=body).json()["results"]["faithfulness"]["score"]
+        fitted = {k: engine.describe()[k] for k in ("fingerprint", "prompt_version", "dtype", "strategy")}
+        engine.set_calibration(
+            Calibration(
+                fitted_for=fitted,
+                scalings={"noul:2": Scaling(0.3)},
+                evaluators={"faithfulness@2": Scaling(0.9, (-1.4, 0.0))},
+            )
+        )
+        try:
+            assert with_adapter.evaluator_scalings  # the scaling is there to be applied
+            got = c.post("/api/v1/evaluate", json=body).json()["results"]["faithfulness"]["score"]
+        finally:
+            engine.set_calibration(None)
+    assert abs(got - raw) <= 1e-6
