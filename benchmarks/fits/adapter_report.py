@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
     for src, r in (m.get("per_source") or {}).items():
         lines.append(f"| adapter on {src} (n={r['rows']}) | {_fig(r)}; head {_fig(r.get('head'))} |")
     curve = record["loss"]
+    n = len(record["binding"].get("options") or ()) or 3  # the question's options
     lines += [
         "",
         "## Training",
@@ -74,7 +76,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         f"(warm-up {t.get('warmup', 0)}, linear decay), {t['batch_size']} branches per step, seed {t['seed']}",
         f"- seconds per row per epoch: {t['seconds_per_row']}; state KV cache on disk "
         f"{t['kv_cache_bytes'] / 2**20:.0f} MiB; peak memory {t['peak_rss_mb']} MiB",
-        "- mean training loss per epoch (nats; ln 3 = 1.099 is a uniform guess): "
+        f"- mean training loss per epoch (nats; ln {n} = {math.log(n):.3f} is a uniform guess): "
         + ", ".join(f"{x:.3f}" for x in curve["per_epoch"]),
         "- per 10 steps: " + ", ".join(f"{x:.2f}" for x in curve["per_10_steps"]),
         "",
