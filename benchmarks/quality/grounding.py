@@ -213,6 +213,11 @@ def claims_of(
     return claims
 
 
+def faithfulness_passes(claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ``faithfulness_<pass>`` readers that :func:`claims_of` found, sorted."""
+    return sorted({k for c in claims for k in c if k.startswith("faithfulness_")})
+
+
 def claim_figures(claims: Sequence[Mapping[str, Any]], reader: str, resamples: int, seed: int) -> dict[str, Any]:
     """Balanced accuracy at P(grounded) >= 0.5, AUROC, ECE and Brier of one reader over
     :func:`claims_of`'s claims (bootstrap over responses)."""
@@ -264,7 +269,7 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str
             claims = claims_of(cells, block.get("faithfulness") or {})
             for r in list(out[name]):
                 out[name][r].update(claim_figures(claims, r, resamples, seed))
-            readers = sorted({k for c in claims for k in c if k.startswith("faithfulness_")})
+            readers = faithfulness_passes(claims)
             if readers:
                 out[f"{name} (claims, faithfulness)"] = {r: claim_figures(claims, r, resamples, seed) for r in readers}
         out[name]["baselines"] = baseline_figures(cells, resamples, seed)
@@ -314,7 +319,7 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
         ]
         panels.append((f"{name} (n={len(cells)} cells)", "P(supports)", "share that supports", curves))
         claims = claims_of(block["cells"], block.get("faithfulness") or {}) if name in CLAIM_SETS else []
-        passes = sorted({k for c in claims for k in c if k.startswith("faithfulness_")})
+        passes = faithfulness_passes(claims)
         if passes:
             curves = [(k, [c[k] for c in claims if k in c], [c["y"] for c in claims if k in c]) for k in passes]
             panels.append((f"{name}, claims (n={len(claims)})", "faithfulness P(grounded)", "share grounded", curves))
@@ -431,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
             "seconds_per_row": {p: seconds[p] / max(1, len(rows)) for p in passes},
             "cells": cells,
             "faithfulness": faithfulness,  # per claim row, per pass: faithfulness@2's score over all passages
+            # claim rows where faithfulness was asked and some pass gave no ok score: left out of its figures
+            "faithfulness_not_ok": sum(len(faithfulness.get(str(r["id"]), {})) < len(passes) for r in rows)
+            if FAITHFULNESS in evaluators
+            else 0,
         }
         print(
             f"{name}: {len(rows)} rows; s/row "
