@@ -24,6 +24,7 @@ __all__ = [
     "AdapterTrainingConfig",
     "BranchRow",
     "KVStore",
+    "SharedStart",
     "step_batches",
     "branch_logits",
     "branch_rows",
@@ -31,6 +32,7 @@ __all__ = [
     "held_out_split",
     "learning_rate",
     "lora_parameters",
+    "shared_start",
     "state_kv",
 ]
 
@@ -107,6 +109,10 @@ class KVStore:
         self.hits += 1
         return torch.load(path, weights_only=True)
 
+    def has(self, prefix: Sequence[int]) -> bool:
+        """Whether ``prefix``'s keys and values are on disk (no hit or miss is counted)."""
+        return self._path(prefix).exists()
+
     def put(self, prefix: Sequence[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         path = self._path(prefix)
         tmp = path.with_suffix(".tmp")
@@ -143,16 +149,68 @@ def learning_rate(config: AdapterTrainingConfig, step: int, total: int) -> float
     return config.lr * max(0.0, (total - step) / max(1, total - warm))
 
 
-def state_kv(engine: Any, prefix: tuple[int, ...], store: KVStore) -> list[tuple[torch.Tensor, torch.Tensor]]:
+@dataclass(frozen=True)
+class SharedStart:
+    """The tokens every training state begins with (the chat head and the template's opening:
+    36-41 tokens on the default model) and their KV cache, run once, as the engine's state
+    forward runs (base weights, the state's precision, before any upcast)."""
+
+    ids: tuple[int, ...]
+    cache: Any
+
+
+def shared_start(engine: Any, rows: Sequence[BranchRow]) -> SharedStart | None:
+    """The longest start the rows' prefixes share (each keeps at least one token of its own) with
+    its KV, or None when they share nothing. A short state pays mostly for this start: a
+    chunk_support row is 60-90 tokens, 41 of them shared."""
+    from logitjudge.engine.precision import state_autocast
+    from logitjudge.engine.state_cache import output_cache
+
+    prefixes = [r.prefix for r in rows]
+    n = min(len(p) for p in prefixes) - 1
+    for p in prefixes[1:]:
+        n = next((k for k in range(n) if p[k] != prefixes[0][k]), n)
+    if n < 1:
+        return None
+    runner = engine.runner
+    ids = prefixes[0][:n]
+    with torch.no_grad(), state_autocast(runner.device, runner.state_dtype if runner.mixed else None):
+        out = runner._decode(torch.tensor(ids, dtype=torch.long)[None], torch.arange(n)[None], use_cache=True)
+    return SharedStart(tuple(ids), output_cache(out))
+
+
+def state_kv(
+    engine: Any, prefix: tuple[int, ...], store: KVStore, start: SharedStart | None = None
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The state's per-layer (keys, values), (kv_heads, S, head_dim) bf16: from ``store``, or one
-    forward without gradients on the base weights (stored)."""
+    forward without gradients on the base weights (stored). With ``start`` (which ``prefix``
+    begins with), that forward continues a fork of the start's KV cache over the rest of the
+    prefix (positions after the start): the same keys and values up to the matrix products'
+    rounding (at most one bf16 step of the stored KV, ``tests/engine/test_fit_adapter.py``)."""
     kv = store.get(prefix)
     if kv is not None:
         return kv
     from logitjudge.engine.pack import RequestPlan
+    from logitjudge.engine.precision import state_autocast, upcast_cache
+    from logitjudge.engine.state_cache import fork_cache
 
+    runner = engine.runner
+    n = 0 if start is None else len(start.ids)
     with torch.no_grad():
-        cache = engine.runner.state_forward(RequestPlan(prefix, ()))
+        if start is not None and len(prefix) > n and tuple(prefix[:n]) == start.ids:
+            cache = fork_cache(start.cache)
+            with state_autocast(runner.device, runner.state_dtype if runner.mixed else None):
+                runner._decode(
+                    torch.tensor(prefix[n:], dtype=torch.long)[None],
+                    torch.arange(n, len(prefix))[None],
+                    cache=cache,
+                    use_cache=True,
+                    cache_position=torch.arange(n, len(prefix), device=runner.device),
+                )
+            if runner.mixed:
+                upcast_cache(cache, runner.dtype)
+        else:
+            cache = runner.state_forward(RequestPlan(prefix, ()))
     kv = [(layer.keys[0].to(torch.bfloat16).cpu(), layer.values[0].to(torch.bfloat16).cpu()) for layer in cache.layers]
     store.put(prefix, kv)
     return kv

@@ -14,6 +14,7 @@ reading the weights, not by arithmetic):
   weights and in the engine's precision (as serving runs it), and its keys and values go to a disk
   cache in bf16 (:class:`KVStore`, keyed by the engine's fingerprint, precision and prompt version
   and the prefix's token ids). Later epochs and resumed runs read them back instead of recomputing.
+  The start every state shares (the chat head) runs once; each state's forward continues its KV.
 - **Many branches per step.** ``batch_size`` branches of different states run in one forward: their
   state KV left-padded to the longest, an additive mask hiding the padding, each row's position ids
   continuing its own state. One weight read then serves the whole batch.
@@ -53,12 +54,14 @@ from logitjudge.fit.adapter_steps import (
     AdapterTrainingConfig,
     BranchRow,
     KVStore,
+    SharedStart,
     branch_logits,
     branch_rows,
     common_start,
     held_out_split,
     learning_rate,
     lora_parameters,
+    shared_start,
     state_kv,
     step_batches,
 )
@@ -178,6 +181,7 @@ def train_adapter(
     engine.set_adapters([adapter])
     slot = engine.runner.adapters.slot(TRAINING_NAME)
     first = min(int(p.split(".layers.")[1].split(".")[0]) for p in params)
+    start: SharedStart | None = None
     try:
         for epoch in range(state["epoch"], config.epochs):
             rng = random.Random(config.seed * 1000 + epoch)
@@ -187,7 +191,9 @@ def train_adapter(
             t0 = time.monotonic() - (state["seconds"][epoch] if len(state["seconds"]) > epoch else 0.0)
             for step in range(state["step"], len(batches)):
                 batch = [rows[i] for i in batches[step]]
-                kvs = [state_kv(engine, r.prefix, store) for r in batch]
+                if start is None and not all(store.has(r.prefix) for r in batch):
+                    start = shared_start(engine, rows)  # once, when a state is first missing
+                kvs = [state_kv(engine, r.prefix, store, start) for r in batch]
                 stems = [store.get_stem(r.prefix, r.branch, first) for r in batch]
 
                 def keep(b: int, hidden: torch.Tensor, batch: list[BranchRow] = batch) -> None:

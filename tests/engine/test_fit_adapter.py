@@ -184,3 +184,28 @@ def test_the_rate_warms_up_then_decays_to_zero():
     assert max(rates) == pytest.approx(1e-3) and rates[99] == pytest.approx(1e-3 / 90)
     assert all(a >= b for a, b in zip(rates[9:], rates[10:], strict=False))  # then falls, linearly
     assert learning_rate(AdapterTrainingConfig(lr=1e-3, warmup=0.0), 0, 10) == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("model", ["llama", "gemma3"])
+def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tiny, tmp_path, model):
+    """The first epoch runs the start every state shares once and continues its KV over each
+    state: the keys and values the full forward of each state gives, up to one bf16 rounding step
+    of the stored KV (a wrong position or a missing start would move them far more)."""
+    from logitjudge.fit.adapter_steps import KVStore, branch_rows, shared_start, state_kv
+
+    engine = make_tiny(model, state_cache_mb=0)
+    rows = branch_rows(engine, examples()[:6])
+    start = shared_start(engine, rows)
+    assert start is not None and 0 < len(start.ids) < min(len(r.prefix) for r in rows)
+    assert all(r.prefix[: len(start.ids)] == start.ids for r in rows)
+    assert any(r.prefix[len(start.ids)] != rows[0].prefix[len(start.ids)] for r in rows)  # the longest
+    for r in rows:
+        full = state_kv(engine, r.prefix, KVStore(tmp_path / "full", ("t",)))
+        continued = state_kv(engine, r.prefix, KVStore(tmp_path / "continued", ("t",)), start)
+        assert len(full) == len(continued)
+        for (k0, v0), (k1, v1) in zip(full, continued):
+            assert k0.shape == k1.shape and k0.shape[1] in (len(r.prefix), 15)  # gemma3: a 15-token window
+            for a, b in ((k0, k1), (v0, v1)):
+                assert torch.allclose(a.float(), b.float(), rtol=2**-7, atol=1e-5)
+                assert (a != b).float().mean() < 0.02  # most are bit-identical
+    assert shared_start(engine, rows[:1]) is not None  # one state: all but its last token
