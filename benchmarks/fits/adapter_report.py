@@ -39,7 +39,8 @@ def _fig(r: dict[str, Any] | None) -> str:
         return "n/a"
     lo, hi = r.get("accuracy_interval") or (None, None)
     ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
-    return f"{r['accuracy']:.3f}{ci}, macro-F1 {r['macro_f1']:.3f}, log loss {r['log_loss']:.3f}"
+    auroc = f", AUROC {r['auroc']:.3f}" if r.get("auroc") is not None else ""  # two options
+    return f"{r['accuracy']:.3f}{ci}, macro-F1 {r['macro_f1']:.3f}, log loss {r['log_loss']:.3f}{auroc}"
 
 
 def markdown(record: dict[str, Any], summary: str) -> str:
@@ -57,15 +58,16 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         "",
         f"## Held-out rows (n = {m['rows']}; 95% bootstrap intervals by group)",
         "",
-        "| reader | accuracy, macro-F1, log loss |",
+        "| reader | accuracy, macro-F1, log loss (AUROC with two options) |",
         "|---|---|",
         f"| the adapter | {_fig(m)} |",
         f"| zero-shot label readout | {_fig(m.get('zero_shot'))} |",
-        f"| the shipped head `{(m.get('head') or {}).get('name', '-')}` | {_fig(m.get('head'))} |",
+        *([f"| the shipped head `{m['head'].get('name', '-')}` | {_fig(m['head'])} |"] if m.get("head") else []),
         f"| training majority class | {_fig(m.get('majority'))} |",
     ]
     for src, r in (m.get("per_source") or {}).items():
-        lines.append(f"| adapter on {src} (n={r['rows']}) | {_fig(r)}; head {_fig(r.get('head'))} |")
+        head = f"; head {_fig(r['head'])}" if r.get("head") else ""
+        lines.append(f"| adapter on {src} (n={r['rows']}) | {_fig(r)}{head} |")
     curve = record["loss"]
     n = len(record["binding"].get("options") or ()) or 3  # the question's options
     lines += [
