@@ -186,14 +186,15 @@ def test_the_rate_warms_up_then_decays_to_zero():
     assert learning_rate(AdapterTrainingConfig(lr=1e-3, warmup=0.0), 0, 10) == pytest.approx(1e-3)
 
 
-@pytest.mark.parametrize("model", ["llama", "gemma3"])
-def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tiny, tmp_path, model):
+@pytest.mark.parametrize(("model", "dtype"), [("llama", "float32"), ("gemma3", "float32"), ("llama", "mixed")])
+def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tiny, tmp_path, model, dtype):
     """The first epoch runs the start every state shares once and continues its KV over each
     state: the keys and values the full forward of each state gives, up to one bf16 rounding step
-    of the stored KV (a wrong position or a missing start would move them far more)."""
+    of the stored KV (a wrong position or a missing start would move them far more), in fp32 and
+    in mixed precision (the state in bf16, its cache upcast)."""
     from logitjudge.fit.adapter_steps import KVStore, branch_rows, shared_start, state_kv
 
-    engine = make_tiny(model, state_cache_mb=0)
+    engine = make_tiny(model, state_cache_mb=0, dtype=dtype)
     rows = branch_rows(engine, examples()[:6])
     start = shared_start(engine, rows)
     assert start is not None and 0 < len(start.ids) < min(len(r.prefix) for r in rows)
