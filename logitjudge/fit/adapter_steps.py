@@ -183,7 +183,8 @@ def state_kv(
     engine: Any, prefix: tuple[int, ...], store: KVStore, start: SharedStart | None = None
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The state's per-layer (keys, values), (kv_heads, S, head_dim) bf16: from ``store``, or one
-    forward without gradients on the base weights (stored). With ``start`` (which ``prefix``
+    forward without gradients on the base weights (stored). Raises ValueError when a layer keeps
+    fewer positions than the state (sliding-window attention). With ``start`` (which ``prefix``
     begins with), that forward continues a fork of the start's KV cache over the rest of the
     prefix (positions after the start): the same keys and values up to the matrix products'
     rounding (at most one bf16 step of the stored KV, ``tests/engine/test_fit_adapter.py``)."""
@@ -212,6 +213,12 @@ def state_kv(
         else:
             cache = runner.state_forward(RequestPlan(prefix, ()))
     kv = [(layer.keys[0].to(torch.bfloat16).cpu(), layer.values[0].to(torch.bfloat16).cpu()) for layer in cache.layers]
+    short = [i for i, (k, _) in enumerate(kv) if k.shape[1] != len(prefix)]
+    if short:  # a sliding window keeps its last positions only; the branches' forward needs them all
+        raise ValueError(
+            f"the model keeps {kv[short[0]][0].shape[1]} of a {len(prefix)}-token state's positions in "
+            f"layer {short[0]} (sliding-window attention): training a branch adapter on it is not supported"
+        )
     store.put(prefix, kv)
     return kv
 
