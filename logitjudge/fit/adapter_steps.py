@@ -176,7 +176,8 @@ def shared_start(engine: Any, rows: Sequence[BranchRow]) -> SharedStart | None:
     ids = prefixes[0][:n]
     with torch.no_grad(), state_autocast(runner.device, runner.state_dtype if runner.mixed else None):
         out = runner._decode(torch.tensor(ids, dtype=torch.long)[None], torch.arange(n)[None], use_cache=True)
-    return SharedStart(tuple(ids), output_cache(out))
+    cache = output_cache(out)
+    return None if cache is None else SharedStart(tuple(ids), cache)
 
 
 def state_kv(
@@ -190,7 +191,7 @@ def state_kv(
     rounding (at most one bf16 step of the stored KV, ``tests/engine/test_fit_adapter.py``)."""
     kv = store.get(prefix)
     if kv is not None:
-        return kv
+        return _whole(kv, prefix)
     from logitjudge.engine.pack import RequestPlan
     from logitjudge.engine.precision import state_autocast, upcast_cache
     from logitjudge.engine.state_cache import fork_cache
@@ -213,13 +214,21 @@ def state_kv(
         else:
             cache = runner.state_forward(RequestPlan(prefix, ()))
     kv = [(layer.keys[0].to(torch.bfloat16).cpu(), layer.values[0].to(torch.bfloat16).cpu()) for layer in cache.layers]
+    store.put(prefix, _whole(kv, prefix))
+    return kv
+
+
+def _whole(
+    kv: list[tuple[torch.Tensor, torch.Tensor]], prefix: Sequence[int]
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``kv``, checked to hold every position of ``prefix`` in every layer (a sliding window keeps
+    its last positions only; the branches' forward needs them all)."""
     short = [i for i, (k, _) in enumerate(kv) if k.shape[1] != len(prefix)]
-    if short:  # a sliding window keeps its last positions only; the branches' forward needs them all
+    if short:
         raise ValueError(
             f"the model keeps {kv[short[0]][0].shape[1]} of a {len(prefix)}-token state's positions in "
             f"layer {short[0]} (sliding-window attention): training a branch adapter on it is not supported"
         )
-    store.put(prefix, kv)
     return kv
 
 

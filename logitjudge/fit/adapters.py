@@ -136,6 +136,13 @@ def train_adapter(
         raise ValueError(f"the examples hold several kinds of question: {sorted(types)}")
     ((qtype, options),) = types
     described = engine.describe()
+    runner = engine.runner
+    if runner.windows is not None or runner.stepwise:  # branch_logits reads every position of every layer
+        kind = "sliding-window attention" if runner.windows is not None else "recurrent layers"
+        raise ValueError(
+            f"{described.get('model', 'this model')} has {kind}: training a branch adapter needs every "
+            "position of a state's keys and values in every layer, so it is not supported on this model"
+        )
     work = Path(work)
     store = KVStore(work / "kv", (described["fingerprint"], described["precision"], described["prompt_version"]))
     rows = branch_rows(engine, examples)
@@ -192,7 +199,7 @@ def train_adapter(
             for step in range(state["step"], len(batches)):
                 batch = [rows[i] for i in batches[step]]
                 if start is None and not all(store.has(r.prefix) for r in batch):
-                    start = shared_start(engine, rows)  # once, when a state is first missing
+                    start = shared_start(engine, [rows[i] for i in train])  # once, when a state is first missing
                 kvs = [state_kv(engine, r.prefix, store, start) for r in batch]
                 stems = [store.get_stem(r.prefix, r.branch, first) for r in batch]
 
@@ -222,9 +229,9 @@ def train_adapter(
             save_checkpoint()
     except KeyboardInterrupt:
         save_checkpoint()
-        engine.set_adapters([])
         raise
-    engine.set_adapters([])
+    finally:  # an error leaves the engine as it found it
+        engine.set_adapters([])
     trained = BranchAdapter(
         TRAINING_NAME,
         {p: (a.detach().clone(), b.detach().clone()) for p, (a, b) in params.items()},
