@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -152,7 +153,7 @@ def learning_rate(config: AdapterTrainingConfig, step: int, total: int) -> float
 @dataclass(frozen=True)
 class SharedStart:
     """The tokens every training state begins with (the chat head and the template's opening:
-    36-41 tokens on the default model) and their KV cache, run once, as the engine's state
+    41 tokens on the default model's chunk_support rows) and their KV cache, run once, as the engine's state
     forward runs (base weights, the state's precision, before any upcast)."""
 
     ids: tuple[int, ...]
@@ -162,14 +163,12 @@ class SharedStart:
 def shared_start(engine: Any, rows: Sequence[BranchRow]) -> SharedStart | None:
     """The longest start the rows' prefixes share (each keeps at least one token of its own) with
     its KV, or None when they share nothing. A short state pays mostly for this start: a
-    chunk_support row is 60-90 tokens, 41 of them shared."""
+    chunk_support row is about 50-90 tokens, 41 of them shared."""
     from logitjudge.engine.precision import state_autocast
     from logitjudge.engine.state_cache import output_cache
 
     prefixes = [r.prefix for r in rows]
-    n = min(len(p) for p in prefixes) - 1
-    for p in prefixes[1:]:
-        n = next((k for k in range(n) if p[k] != prefixes[0][k]), n)
+    n = min(len(os.path.commonprefix(prefixes)), min(len(p) for p in prefixes) - 1)
     if n < 1:
         return None
     runner = engine.runner
@@ -184,51 +183,31 @@ def state_kv(
     engine: Any, prefix: tuple[int, ...], store: KVStore, start: SharedStart | None = None
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The state's per-layer (keys, values), (kv_heads, S, head_dim) bf16: from ``store``, or one
-    forward without gradients on the base weights (stored). Raises ValueError when a layer keeps
-    fewer positions than the state (sliding-window attention). With ``start`` (which ``prefix``
+    forward without gradients on the base weights (stored). With ``start`` (which ``prefix``
     begins with), that forward continues a fork of the start's KV cache over the rest of the
     prefix (positions after the start): the same keys and values up to the matrix products'
     rounding (at most one bf16 step of the stored KV, ``tests/engine/test_fit_adapter.py``)."""
     kv = store.get(prefix)
     if kv is not None:
-        return _whole(kv, prefix)
+        return kv
     from logitjudge.engine.pack import RequestPlan
-    from logitjudge.engine.precision import state_autocast, upcast_cache
+    from logitjudge.engine.precision import state_autocast
     from logitjudge.engine.state_cache import fork_cache
 
     runner = engine.runner
     n = 0 if start is None else len(start.ids)
     with torch.no_grad():
         if start is not None and len(prefix) > n and tuple(prefix[:n]) == start.ids:
-            cache = fork_cache(start.cache)
+            cache = fork_cache(start.cache)  # extended in place; the start's own cache is untouched
             with state_autocast(runner.device, runner.state_dtype if runner.mixed else None):
-                runner._decode(
-                    torch.tensor(prefix[n:], dtype=torch.long)[None],
-                    torch.arange(n, len(prefix))[None],
-                    cache=cache,
-                    use_cache=True,
-                    cache_position=torch.arange(n, len(prefix), device=runner.device),
+                runner._continue(
+                    torch.tensor(prefix[n:], dtype=torch.long)[None], torch.arange(n, len(prefix))[None], cache
                 )
-            if runner.mixed:
-                upcast_cache(cache, runner.dtype)
         else:
             cache = runner.state_forward(RequestPlan(prefix, ()))
+    # bf16 on disk (a mixed-precision state is not upcast first: the cast gives the same values)
     kv = [(layer.keys[0].to(torch.bfloat16).cpu(), layer.values[0].to(torch.bfloat16).cpu()) for layer in cache.layers]
-    store.put(prefix, _whole(kv, prefix))
-    return kv
-
-
-def _whole(
-    kv: list[tuple[torch.Tensor, torch.Tensor]], prefix: Sequence[int]
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """``kv``, checked to hold every position of ``prefix`` in every layer (a sliding window keeps
-    its last positions only; the branches' forward needs them all)."""
-    short = [i for i, (k, _) in enumerate(kv) if k.shape[1] != len(prefix)]
-    if short:
-        raise ValueError(
-            f"the model keeps {kv[short[0]][0].shape[1]} of a {len(prefix)}-token state's positions in "
-            f"layer {short[0]} (sliding-window attention): training a branch adapter on it is not supported"
-        )
+    store.put(prefix, kv)
     return kv
 
 
