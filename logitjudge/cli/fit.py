@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -231,8 +233,14 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
     args.heads = "shipped"  # a head shipped for this question is reported beside the adapter
     args.state_cache_mb = 0  # training keeps states' KV on disk (--work), not in the serving cache
     work = Path(args.work) if args.work else Path(args.out) / ".adapter"
+
+    def stop(signum: int, frame: Any) -> None:  # a scheduler's or `kill`'s stop checkpoints as Ctrl-C does
+        raise KeyboardInterrupt
+
     n_train = len(held_out_split(examples, args.holdout, args.seed)[0])
     n_train = min(n_train, args.max_train_rows or n_train)
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
+    before = signal.signal(signal.SIGTERM, stop) if main_thread else None
     try:
         judge = load_judge(args)
         n_report = len(held_out_split(examples, args.holdout, args.seed)[1])
@@ -269,6 +277,9 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         return 130
     except (LogitJudgeError, ValueError) as exc:
         return _failed(exc)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, before)
     folder = write_adapter(result, Path(args.out), data=[str(p) for p in args.rows])
     print(json.dumps({"adapter": str(folder), "trained": result.trained, "metrics": result.metrics}, indent=2))
     return 0

@@ -30,6 +30,8 @@ reading the weights, not by arithmetic):
 
 Checkpoints (the adapter's A and B, the optimizer, the epoch's order and position) are written every
 ``checkpoint_every`` steps and on Ctrl-C; a run with the same data and settings resumes from one.
+It may ask for more or fewer epochs than the checkpoint was made for (not fewer than it has done):
+the rate's schedule is recomputed from the step it resumes at, and the change is recorded.
 """
 
 from __future__ import annotations
@@ -157,15 +159,26 @@ def train_adapter(
     trainable = [p for ab in params.values() for p in ab]
     optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
     # what a checkpoint must match to be resumed: every row as the engine sees it (state, branch,
-    # labels, gold), the settings, and the engine (weights, precision, prompt)
+    # labels, gold), the settings but the number of epochs, and the engine (weights, precision, prompt)
     seen = [[list(r.prefix), list(r.branch), list(r.labels), r.gold] for r in rows]
     bound = [described[k] for k in ("fingerprint", "precision", "prompt_version")]
-    digest = hashlib.sha256(json.dumps([seen, asdict(config), bound, evaluator]).encode()).hexdigest()
+    settings = {k: v for k, v in asdict(config).items() if k != "epochs"}
+    digest = hashlib.sha256(json.dumps([seen, settings, bound, evaluator]).encode()).hexdigest()
     checkpoint = work / "checkpoint.pt"
-    state: dict[str, Any] = {"epoch": 0, "step": 0, "seconds": [], "losses": []}
+    state: dict[str, Any] = {"epoch": 0, "step": 0, "seconds": [], "losses": [], "epochs": [[0, config.epochs]]}
     if checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
+        if "epochs" not in saved.get("state", {}):  # made before runs could change their epochs: they are in its digest
+            legacy = hashlib.sha256(json.dumps([seen, asdict(config), bound, evaluator]).encode()).hexdigest()
+            saved["digest"] = digest if saved.get("digest") == legacy else saved.get("digest")
+            saved.setdefault("state", {})["epochs"] = [[0, config.epochs]]
         if saved.get("digest") == digest:
+            done_epochs = saved["state"]["epoch"]
+            if done_epochs > config.epochs:
+                raise ValueError(
+                    f"{checkpoint} has trained {done_epochs} epochs: ask for at least that many, "
+                    "or use another work folder"
+                )
             for path, (a, b) in params.items():
                 a.data.copy_(saved["weights"][path][0])
                 b.data.copy_(saved["weights"][path][1])
@@ -174,6 +187,16 @@ def train_adapter(
             done = state["epoch"] * len(train) + min(len(train), state["step"] * config.batch_size)
             if log is not None:
                 log(f"resuming from {checkpoint}: epoch {state['epoch'] + 1}, step {state['step']} ({done} rows done)")
+            # [global step, epochs] from that step on: the rate's schedule is recomputed over the new length
+            before = state["epochs"][-1][1]
+            if before != config.epochs:
+                n_steps = len(step_batches(list(train), rows, config.batch_size))
+                state["epochs"].append([state["epoch"] * n_steps + state["step"], config.epochs])
+                if log is not None:
+                    log(
+                        f"the checkpoint was made for {before} epochs, this run asks for {config.epochs}: "
+                        f"from this step the rate follows the schedule of a {config.epochs}-epoch run"
+                    )
             if progress is not None and done:
                 progress(done, {"loss": state["losses"][-1] if state["losses"] else float("nan"), "tokens": 0})
         elif log is not None:
@@ -243,6 +266,7 @@ def train_adapter(
         "rows": len(train),
         "held_out_rows": len(test),
         "epochs": config.epochs,
+        "epochs_from_step": state["epochs"],
         "seconds_per_epoch": [round(s, 1) for s in seconds],
         "seconds_per_row": [round(s / max(1, len(train)), 3) for s in seconds],
         "kv_cache_bytes": store.nbytes(),
@@ -377,6 +401,14 @@ def write_adapter(result: AdapterResult, out: str | Path, *, name: str | None = 
     return folder
 
 
+def _schedule(changes: list[list[int]] | None) -> str:
+    """`` (started for 3 epochs; 2 from step 159)`` when a resumed run changed the epochs, else ''."""
+    if not changes or len(changes) < 2:
+        return ""
+    later = "; ".join(f"{n} from step {step}" for step, n in changes[1:])
+    return f" (started for {changes[0][1]} epochs; {later})"
+
+
 def _card(binding: dict[str, Any]) -> str:
     t, m = binding["trained"], binding["metrics"]
 
@@ -397,7 +429,8 @@ def _card(binding: dict[str, Any]) -> str:
         "## Training",
         f"- rows: {t['rows']} (held out: {t['held_out_rows']} rows, by group); data: {', '.join(t['data']) or '-'}",
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, modules {', '.join(t['targets'])}",
-        f"- epochs {t['epochs']}, batch {t['batch_size']} branches, lr {t['lr']}, seed {t['seed']}",
+        f"- epochs {t['epochs']}{_schedule(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
+        f"lr {t['lr']}, seed {t['seed']}",
         f"- seconds per epoch {t['seconds_per_epoch']} ({t['seconds_per_row']} s per row) on {t['threads']} threads",
         f"- state KV cache on disk {t['kv_cache_bytes'] / 2**20:.1f} MiB; peak memory {t['peak_rss_mb']} MiB",
         "",

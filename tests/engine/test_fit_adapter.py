@@ -7,7 +7,14 @@ writes serves the same answers in the engine and in PEFT."""
 from __future__ import annotations
 
 import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -105,13 +112,8 @@ def test_trains_resumes_and_writes_a_folder_peft_loads(engine, tmp_path):
     assert abs(float(p[view.option_index.index(0)]) - got[0]) <= 1e-4
 
 
-def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
-    """``logitjudge fit --adapter`` on the embedded 135M writes a folder bound to faithfulness@2,
-    and ``evaluate --adapters`` answers that evaluator with it: its scores move from a plain run's."""
-    import json
-
-    from logitjudge.cli import main
-
+def _faithfulness_rows(tmp_path) -> Path:
+    """16 faithfulness rows (depot k is in Leeds, or is said to be in Paris) as JSONL."""
     rows = []
     for k in range(16):
         ok = k % 2 == 0
@@ -126,6 +128,15 @@ def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
         )
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
+    """``logitjudge fit --adapter`` on the embedded 135M writes a folder bound to faithfulness@2,
+    and ``evaluate --adapters`` answers that evaluator with it: its scores move from a plain run's."""
+    from logitjudge.cli import main
+
+    path = _faithfulness_rows(tmp_path)
     fit = ["fit", str(path), "--evaluator", "faithfulness", "--label-key", "faithful", "--adapter"]
     fit += ["--out", str(tmp_path / "adapters"), "--model", "smollm2-135m", "--rank", "2", "--adapt-layers", "2"]
     fit += ["--branches-per-step", "4", "--holdout", "0.25", "--dtype", "float32"]
@@ -149,6 +160,31 @@ def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
         for a, p in zip(adapted, plain)
     ]
     assert max(moved) > 1e-3
+
+
+def test_a_stopped_fit_adapter_command_checkpoints_and_resumes_with_other_epochs(tmp_path):
+    """SIGTERM (``kill``, a scheduler's stop) during ``fit --adapter`` writes a checkpoint and exits
+    130, as Ctrl-C does; the same command with another ``--epochs`` resumes it and says so."""
+    path, work = _faithfulness_rows(tmp_path), tmp_path / "work"
+    fit = [sys.executable, "-m", "logitjudge.cli", "fit", str(path), "--evaluator", "faithfulness"]
+    fit += ["--label-key", "faithful", "--adapter", "--out", str(tmp_path / "adapters"), "--work", str(work)]
+    fit += ["--model", "smollm2-135m", "--rank", "2", "--adapt-layers", "2", "--branches-per-step", "4"]
+    fit += ["--holdout", "0.25", "--dtype", "float32", "--report-rows", "2"]
+    proc = subprocess.Popen([*fit, "--epochs", "500"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not any((work / "kv").glob("*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # the first step has stored a state's KV: training runs, the handler is set
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 130, err[-2000:]
+    assert f"interrupted: the checkpoint in {work} resumes this run" in err
+    done = torch.load(work / "checkpoint.pt", weights_only=False)["state"]["epoch"]
+    resumed = subprocess.run([*fit, "--epochs", str(done + 1)], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming from" in resumed.stderr
+    assert f"made for 500 epochs, this run asks for {done + 1}" in resumed.stderr
+    assert json.loads(resumed.stdout)["trained"]["epochs"] == done + 1
+    assert os.path.exists(tmp_path / "adapters" / "faithfulness" / "CARD.md")
 
 
 def test_a_branch_started_at_the_first_adapted_layer_equals_the_full_forward(engine, tmp_path):
@@ -219,3 +255,30 @@ def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tin
                 assert torch.allclose(a.float(), b.float(), rtol=2**-7, atol=1e-5)
                 assert (a != b).float().mean() < 0.02  # most are bit-identical
     assert shared_start(engine, rows[:1]) is not None  # one state: all but its last token
+
+
+def test_a_resumed_run_may_change_its_epochs_and_records_it(engine, tmp_path):
+    """A run stopped after two steps of a 4-epoch schedule, resumed with 3 epochs: it says so, trains
+    3 epochs in all, records from which global step the 3-epoch schedule applies (the card shows it),
+    and a checkpoint with more epochs done than a run asks for is refused."""
+    data, calls = examples(), {"n": 0}
+
+    def stop_once(n: int, info: dict) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+
+    cfg = replace(CONFIG, checkpoint_every=1)
+    with pytest.raises(KeyboardInterrupt):
+        train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "w", progress=stop_once)
+    said: list[str] = []
+    shorter = replace(cfg, epochs=3)
+    result = train_adapter(engine, data, shorter, evaluator="colours@1", work=tmp_path / "w", log=said.append)
+    assert any(line.startswith("resuming") for line in said)
+    assert any("made for 4 epochs, this run asks for 3" in line for line in said)
+    assert result.trained["epochs_from_step"] == [[0, 4], [2, 3]]
+    assert len(result.trained["seconds_per_epoch"]) == 3
+    card = (write_adapter(result, tmp_path / "out") / "CARD.md").read_text()
+    assert "epochs 3 (started for 4 epochs; 3 from step 2)" in card
+    with pytest.raises(ValueError, match="has trained 3 epochs"):
+        train_adapter(engine, data, replace(cfg, epochs=2), evaluator="colours@1", work=tmp_path / "w")
