@@ -43,6 +43,15 @@ def _fig(r: dict[str, Any] | None) -> str:
     return f"{r['accuracy']:.3f}{ci}, macro-F1 {r['macro_f1']:.3f}, log loss {r['log_loss']:.3f}{auroc}"
 
 
+def _schedule(changes: list[list[int]]) -> str:
+    """How a resumed run changed its length: ``[[0, 3], [159, 2]]`` -> the rate's schedule was that
+    of a 3-epoch run until global step 159, of a 2-epoch run after."""
+    if len(changes) < 2:
+        return ""
+    later = "; ".join(f"from step {s} the schedule of a {n}-epoch run" for s, n in changes[1:])
+    return f" (started as a {changes[0][1]}-epoch run; {later}: it was resumed with other `--epochs`)"
+
+
 def markdown(record: dict[str, Any], summary: str) -> str:
     m, t = record["binding"]["metrics"], record["binding"]["trained"]
     meta = record["metadata"]
@@ -76,6 +85,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         "",
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, lr {t['lr']} "
         f"(warm-up {t.get('warmup', 0)}, linear decay), {t['batch_size']} branches per step, seed {t['seed']}",
+        f"- epochs {t['epochs']}" + _schedule(t.get("epochs_from_step") or []),
         f"- seconds per row per epoch: {t['seconds_per_row']}; state KV cache on disk "
         f"{t['kv_cache_bytes'] / 2**20:.0f} MiB; peak memory {t['peak_rss_mb']} MiB",
         f"- mean training loss per epoch (nats; ln {n} = {math.log(n):.3f} is a uniform guess): "
