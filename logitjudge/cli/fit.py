@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -234,13 +235,24 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
     args.state_cache_mb = 0  # training keeps states' KV on disk (--work), not in the serving cache
     work = Path(args.work) if args.work else Path(args.out) / ".adapter"
 
-    def stop(signum: int, frame: Any) -> None:  # a scheduler's or `kill`'s stop checkpoints as Ctrl-C does
-        raise KeyboardInterrupt
+    # Ctrl-C or SIGTERM (`kill`, a scheduler's stop) ends the run after the step it is in, so the
+    # checkpoint holds whole steps; a second one stops at once (the last checkpoint resumes)
+    asked = [False]
+
+    def stop(signum: int, frame: Any) -> None:
+        if asked[0]:
+            raise KeyboardInterrupt
+        asked[0] = True
+        os.write(2, b"\nstopping after this step, with a checkpoint (again: stop now)\n")  # print is not re-entrant
+
+    def check() -> None:
+        if asked[0]:
+            raise KeyboardInterrupt
 
     n_train = len(held_out_split(examples, args.holdout, args.seed)[0])
     n_train = min(n_train, args.max_train_rows or n_train)
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
-    before = signal.signal(signal.SIGTERM, stop) if main_thread else None
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     try:
         judge = load_judge(args)
         n_report = len(held_out_split(examples, args.holdout, args.seed)[1])
@@ -254,6 +266,11 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 rate = tokens[0] / max(1e-9, time.monotonic() - tokens[1])
                 bar.set_postfix(loss=f"{info['loss']:.3f}", tok_s=f"{rate:.0f}")
                 bar.update(rows)
+                check()  # after the step's state is recorded: a checkpoint now holds it whole
+
+            def reported(rows: int) -> None:
+                report_bar.update(rows)
+                check()
 
             head = (
                 defn.head.name if defn.head is not None and defn.head.name in judge.engine.describe()["heads"] else None
@@ -267,7 +284,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 progress=step,
                 compare_head=head,
                 log=lambda line: print(line, file=sys.stderr),
-                report_progress=report_bar.update,
+                report_progress=reported,
             )
     except KeyboardInterrupt:
         if (work / "checkpoint.pt").exists():
@@ -278,8 +295,9 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
     except (LogitJudgeError, ValueError) as exc:
         return _failed(exc)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, before)
+        for sig, handler in before.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(sig, handler)
     folder = write_adapter(result, Path(args.out), data=[str(p) for p in args.rows])
     print(json.dumps({"adapter": str(folder), "trained": result.trained, "metrics": result.metrics}, indent=2))
     return 0

@@ -173,11 +173,11 @@ def train_adapter(
             saved["digest"] = digest if saved.get("digest") == legacy else saved.get("digest")
             saved.setdefault("state", {})["epochs"] = [[0, config.epochs]]
         if saved.get("digest") == digest:
-            done_epochs = saved["state"]["epoch"]
-            if done_epochs > config.epochs:
+            done_epochs, done_steps = saved["state"]["epoch"], saved["state"]["step"]
+            if done_epochs + (done_steps > 0) > config.epochs:
                 raise ValueError(
-                    f"{checkpoint} has trained {done_epochs} epochs: ask for at least that many, "
-                    "or use another work folder"
+                    f"{checkpoint} has trained {done_epochs} epochs and {done_steps} steps: ask for at least "
+                    f"{done_epochs + (done_steps > 0)} epochs, or use another work folder"
                 )
             for path, (a, b) in params.items():
                 a.data.copy_(saved["weights"][path][0])
@@ -190,8 +190,11 @@ def train_adapter(
             # [global step, epochs] from that step on: the rate's schedule is recomputed over the new length
             before = state["epochs"][-1][1]
             if before != config.epochs:
-                n_steps = len(step_batches(list(train), rows, config.batch_size))
-                state["epochs"].append([state["epoch"] * n_steps + state["step"], config.epochs])
+                at = state["epoch"] * len(step_batches(list(train), rows, config.batch_size)) + state["step"]
+                if state["epochs"][-1][0] == at:  # no step ran under the last change: it is replaced
+                    state["epochs"].pop()
+                if not state["epochs"] or state["epochs"][-1][1] != config.epochs:
+                    state["epochs"].append([at, config.epochs])
                 if log is not None:
                     log(
                         f"the checkpoint was made for {before} epochs, this run asks for {config.epochs}: "

@@ -163,20 +163,25 @@ def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
 
 
 def test_a_stopped_fit_adapter_command_checkpoints_and_resumes_with_other_epochs(tmp_path):
-    """SIGTERM (``kill``, a scheduler's stop) during ``fit --adapter`` writes a checkpoint and exits
-    130, as Ctrl-C does; the same command with another ``--epochs`` resumes it and says so."""
+    """SIGTERM (``kill``, a scheduler's stop) during ``fit --adapter`` ends the run after the step
+    it is in with a checkpoint and exit 130, as Ctrl-C does; the same command with another
+    ``--epochs`` resumes it and says so."""
     path, work = _faithfulness_rows(tmp_path), tmp_path / "work"
     fit = [sys.executable, "-m", "logitjudge.cli", "fit", str(path), "--evaluator", "faithfulness"]
     fit += ["--label-key", "faithful", "--adapter", "--out", str(tmp_path / "adapters"), "--work", str(work)]
     fit += ["--model", "smollm2-135m", "--rank", "2", "--adapt-layers", "2", "--branches-per-step", "4"]
     fit += ["--holdout", "0.25", "--dtype", "float32", "--report-rows", "2"]
-    proc = subprocess.Popen([*fit, "--epochs", "500"], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    while not any((work / "kv").glob("*")) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)  # the first step has stored a state's KV: training runs, the handler is set
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=600)
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([*fit, "--epochs", "500"], stderr=stderr)
+        deadline = time.monotonic() + 600
+        while not any((work / "kv").glob("*")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first step is storing a state's KV: training runs, the handler is set
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=600)
+    err = log.read_text()
     assert proc.returncode == 130, err[-2000:]
+    assert "stopping after this step" in err
     assert f"interrupted: the checkpoint in {work} resumes this run" in err
     done = torch.load(work / "checkpoint.pt", weights_only=False)["state"]["epoch"]
     resumed = subprocess.run([*fit, "--epochs", str(done + 1)], capture_output=True, text=True, timeout=600)
@@ -258,27 +263,47 @@ def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tin
 
 
 def test_a_resumed_run_may_change_its_epochs_and_records_it(engine, tmp_path):
-    """A run stopped after two steps of a 4-epoch schedule, resumed with 3 epochs: it says so, trains
-    3 epochs in all, records from which global step the 3-epoch schedule applies (the card shows it),
-    and a checkpoint with more epochs done than a run asks for is refused."""
-    data, calls = examples(), {"n": 0}
+    """A run stopped in its second epoch of a 4-epoch schedule, resumed with 3 epochs: it says so,
+    trains 3 epochs in all, records from which global step the 3-epoch schedule applies (the card
+    shows it); a checkpoint with more done than a run asks for (3 epochs and a step, for 3) is
+    refused; a change asked and undone before any step leaves no trace."""
+    data = examples()
+    per_epoch = -(-len(held_out_split(data, CONFIG.holdout, CONFIG.seed)[0]) // CONFIG.batch_size)
 
-    def stop_once(n: int, info: dict) -> None:
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
+    def stop_at(n_steps: int):
+        calls = {"n": 0}
 
-    cfg = replace(CONFIG, checkpoint_every=1)
+        def progress(n: int, info: dict) -> None:
+            calls["n"] += 1
+            if calls["n"] == n_steps:
+                raise KeyboardInterrupt
+
+        return progress
+
+    cfg, work = replace(CONFIG, checkpoint_every=1), tmp_path / "w"
     with pytest.raises(KeyboardInterrupt):
-        train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "w", progress=stop_once)
+        train_adapter(engine, data, cfg, evaluator="colours@1", work=work, progress=stop_at(per_epoch + 2))
     said: list[str] = []
-    shorter = replace(cfg, epochs=3)
-    result = train_adapter(engine, data, shorter, evaluator="colours@1", work=tmp_path / "w", log=said.append)
+    result = train_adapter(engine, data, replace(cfg, epochs=3), evaluator="colours@1", work=work, log=said.append)
     assert any(line.startswith("resuming") for line in said)
     assert any("made for 4 epochs, this run asks for 3" in line for line in said)
-    assert result.trained["epochs_from_step"] == [[0, 4], [2, 3]]
+    assert result.trained["epochs_from_step"] == [[0, 4], [per_epoch + 2, 3]]
     assert len(result.trained["seconds_per_epoch"]) == 3
     card = (write_adapter(result, tmp_path / "out") / "CARD.md").read_text()
-    assert "epochs 3 (started for 4 epochs; 3 from step 2)" in card
-    with pytest.raises(ValueError, match="has trained 3 epochs"):
-        train_adapter(engine, data, replace(cfg, epochs=2), evaluator="colours@1", work=tmp_path / "w")
+    assert f"epochs 3 (started for 4 epochs; 3 from step {per_epoch + 2})" in card
+    with pytest.raises(ValueError, match="has trained 3 epochs and 0 steps: ask for at least 3"):
+        train_adapter(engine, data, replace(cfg, epochs=2), evaluator="colours@1", work=work)
+
+    # one step into epoch 4 of 4, then asked for 3: refused (it would train nothing and say "3 epochs")
+    again = tmp_path / "again"
+    with pytest.raises(KeyboardInterrupt):
+        train_adapter(engine, data, cfg, evaluator="colours@1", work=again, progress=stop_at(3 * per_epoch + 1))
+    with pytest.raises(ValueError, match="has trained 3 epochs and 1 steps: ask for at least 4"):
+        train_adapter(engine, data, replace(cfg, epochs=3), evaluator="colours@1", work=again)
+    # resumed for 6 epochs and stopped at once, before a step (a second Ctrl-C), then resumed for
+    # 4: the history is as if 6 was never asked
+    saved = torch.load(again / "checkpoint.pt", weights_only=False)
+    saved["state"]["epochs"].append([3 * per_epoch + 1, 6])
+    torch.save(saved, again / "checkpoint.pt")
+    back = train_adapter(engine, data, cfg, evaluator="colours@1", work=again)
+    assert back.trained["epochs_from_step"] == [[0, 4]]
