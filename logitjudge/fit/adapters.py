@@ -159,11 +159,14 @@ def train_adapter(
     trainable = [p for ab in params.values() for p in ab]
     optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
     # what a checkpoint must match to be resumed: every row as the engine sees it (state, branch,
-    # labels, gold), the settings but the number of epochs, and the engine (weights, precision, prompt)
+    # labels, gold), which rows train and which are held out (the groups decide: they are not in
+    # the rows), the settings but the number of epochs, and the engine (weights, precision, prompt)
     seen = [[list(r.prefix), list(r.branch), list(r.labels), r.gold] for r in rows]
     bound = [described[k] for k in ("fingerprint", "precision", "prompt_version")]
     settings = {k: v for k, v in asdict(config).items() if k != "epochs"}
-    digest = hashlib.sha256(json.dumps([seen, settings, bound, evaluator]).encode()).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps([seen, list(train), list(test), settings, bound, evaluator]).encode()
+    ).hexdigest()
     checkpoint = work / "checkpoint.pt"
     state: dict[str, Any] = {"epoch": 0, "step": 0, "seconds": [], "losses": [], "epochs": [[0, config.epochs]]}
     if checkpoint.exists():

@@ -90,6 +90,14 @@ def test_trains_resumes_and_writes_a_folder_peft_loads(engine, tmp_path):
     again: list[str] = []
     train_adapter(engine, flipped, cfg, evaluator="colours@1", work=tmp_path / "r2", log=again.append)
     assert any(line.startswith("resuming") for line in again)
+    # the same rows in other groups are split otherwise: another training set, not resumed
+    regrouped = [replace(e, group=f"h{k % 9}") for k, e in enumerate(flipped)]
+    assert held_out_split(regrouped, cfg.holdout, cfg.seed) != held_out_split(flipped, cfg.holdout, cfg.seed)
+    moved: list[str] = []
+    train_adapter(
+        engine, regrouped, replace(cfg, epochs=1), evaluator="colours@1", work=tmp_path / "r2", log=moved.append
+    )
+    assert any("training anew" in line for line in moved)
     for path, (a, b) in whole.adapter.weights.items():
         assert torch.allclose(resumed.adapter.weights[path][0], a, atol=1e-6)
         assert torch.allclose(resumed.adapter.weights[path][1], b, atol=1e-6)
