@@ -24,6 +24,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import RESULTS, run_metadata  # noqa: E402
 
+from logitjudge.fit.adapters import epochs_note  # noqa: E402
+
 
 def loss_curve(losses: list[float], steps_per_epoch: int, window: int = 10) -> dict[str, Any]:
     """Mean step loss per epoch and per ``window`` steps (the readout's cross-entropy, nats)."""
@@ -41,15 +43,6 @@ def _fig(r: dict[str, Any] | None) -> str:
     ci = f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""
     auroc = f", AUROC {r['auroc']:.3f}" if r.get("auroc") is not None else ""  # two options
     return f"{r['accuracy']:.3f}{ci}, macro-F1 {r['macro_f1']:.3f}, log loss {r['log_loss']:.3f}{auroc}"
-
-
-def _schedule(changes: list[list[int]]) -> str:
-    """How a resumed run changed its length: ``[[0, 3], [159, 2]]`` -> the rate's schedule was that
-    of a 3-epoch run until global step 159, of a 2-epoch run after."""
-    if len(changes) < 2:
-        return ""
-    later = "; ".join(f"from step {s} the schedule of a {n}-epoch run" for s, n in changes[1:])
-    return f" (started as a {changes[0][1]}-epoch run; {later}: it was resumed with other `--epochs`)"
 
 
 def markdown(record: dict[str, Any], summary: str) -> str:
@@ -85,7 +78,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         "",
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, lr {t['lr']} "
         f"(warm-up {t.get('warmup', 0)}, linear decay), {t['batch_size']} branches per step, seed {t['seed']}",
-        f"- epochs {t['epochs']}" + _schedule(t.get("epochs_from_step") or []),
+        f"- epochs {t['epochs']}{epochs_note(t.get('epochs_from_step'))}",
         f"- seconds per row per epoch: {t['seconds_per_row']}; state KV cache on disk "
         f"{t['kv_cache_bytes'] / 2**20:.0f} MiB; peak memory {t['peak_rss_mb']} MiB",
         f"- mean training loss per epoch (nats; ln {n} = {math.log(n):.3f} is a uniform guess): "

@@ -70,7 +70,15 @@ from logitjudge.fit.adapter_steps import (
 from logitjudge.fit.examples import Example
 from logitjudge.fit.heads import classification_report
 
-__all__ = ["AdapterTrainingConfig", "AdapterResult", "KVStore", "train_adapter", "held_out_split", "write_adapter"]
+__all__ = [
+    "AdapterTrainingConfig",
+    "AdapterResult",
+    "KVStore",
+    "epochs_note",
+    "train_adapter",
+    "held_out_split",
+    "write_adapter",
+]
 
 TRAINING_NAME = "training"
 
@@ -171,10 +179,6 @@ def train_adapter(
     state: dict[str, Any] = {"epoch": 0, "step": 0, "seconds": [], "losses": [], "epochs": [[0, config.epochs]]}
     if checkpoint.exists():
         saved = torch.load(checkpoint, weights_only=False)
-        if "epochs" not in saved.get("state", {}):  # made before runs could change their epochs: they are in its digest
-            legacy = hashlib.sha256(json.dumps([seen, asdict(config), bound, evaluator]).encode()).hexdigest()
-            saved["digest"] = digest if saved.get("digest") == legacy else saved.get("digest")
-            saved.setdefault("state", {})["epochs"] = [[0, config.epochs]]
         if saved.get("digest") == digest:
             done_epochs, done_steps = saved["state"]["epoch"], saved["state"]["step"]
             if done_epochs + (done_steps > 0) > config.epochs:
@@ -407,9 +411,11 @@ def write_adapter(result: AdapterResult, out: str | Path, *, name: str | None = 
     return folder
 
 
-def _schedule(changes: list[list[int]] | None) -> str:
-    """`` (started for 3 epochs; 2 from step 159)`` when a resumed run changed the epochs, else ''."""
-    if not changes or len(changes) < 2:
+def epochs_note(changes: Sequence[Sequence[int]] | None) -> str:
+    """`` (started for 3 epochs; 2 from step 159)`` when a resumed run changed its epochs (``changes``:
+    the binding's ``trained.epochs_from_step``, [global step, epochs] pairs), else ''."""
+    changes = changes or ()
+    if len(changes) < 2:
         return ""
     later = "; ".join(f"{n} from step {step}" for step, n in changes[1:])
     return f" (started for {changes[0][1]} epochs; {later})"
@@ -435,7 +441,7 @@ def _card(binding: dict[str, Any]) -> str:
         "## Training",
         f"- rows: {t['rows']} (held out: {t['held_out_rows']} rows, by group); data: {', '.join(t['data']) or '-'}",
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, modules {', '.join(t['targets'])}",
-        f"- epochs {t['epochs']}{_schedule(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
+        f"- epochs {t['epochs']}{epochs_note(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
         f"lr {t['lr']}, seed {t['seed']}",
         f"- seconds per epoch {t['seconds_per_epoch']} ({t['seconds_per_row']} s per row) on {t['threads']} threads",
         f"- state KV cache on disk {t['kv_cache_bytes'] / 2**20:.1f} MiB; peak memory {t['peak_rss_mb']} MiB",
