@@ -128,6 +128,21 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="train on at most this many of the training rows (seeded; the held-out rows do not change)",
     )
     g.add_argument(
+        "--train-rows",
+        nargs="+",
+        default=[],
+        metavar="ROWS",
+        help="more labelled rows (files) that only train: the held-out rows are drawn from the positional rows "
+        "alone, so the report is on the rows a run without these (or a head fitted on the same rows, "
+        "--sample and --seed) reports on; rows of a held-out group or already among the rows are left out",
+    )
+    g.add_argument(
+        "--train-sample",
+        type=positive_int,
+        default=None,
+        help="a seeded sample of this many --train-rows, stratified by source and label (default: every row)",
+    )
+    g.add_argument(
         "--report-rows", type=positive_int, default=None, help="report on at most this many held-out rows (seeded)"
     )
     g.add_argument(
@@ -157,11 +172,24 @@ def cmd_fit(args: argparse.Namespace) -> int:
         rows = stratified_sample(rows, args.sample, seed=args.seed)
     if not 0 <= args.holdout < 1:
         return fail(f"--holdout: a share in [0, 1), not {args.holdout}")
+    if (args.train_rows or args.train_sample) and not args.adapter:
+        return fail("--train-rows and --train-sample train an adapter: add --adapter")
+    if args.train_sample and not args.train_rows:
+        return fail("--train-sample samples --train-rows: name the files with --train-rows")
+    try:
+        extra_rows: list[Any] = [row for path in args.train_rows for row in read_rows(path)]
+    except (OSError, DataError) as exc:
+        return fail(f"--train-rows: cannot read the rows: {exc}")
+    if args.train_sample is not None and args.train_sample < len(extra_rows):
+        extra_rows = stratified_sample(extra_rows, args.train_sample, seed=args.seed)
     try:
         defn = default_registry().get(args.evaluator)
         examples = head_examples(defn, rows, label_key=args.label_key)
+        args.train_only = head_examples(defn, extra_rows, label_key=args.label_key)
     except (LogitJudgeError, ValueError) as exc:
         return fail(f"--evaluator {args.evaluator}: {exc}")
+    if extra_rows and not args.train_only:
+        return fail(f"--train-rows: no row has a gold label {defn.name} can train on")
     if not examples:
         wanted = kind_of(defn).head_gold if defn.head is not None else f"gold.{args.label_key}"
         return fail(f"no row has a gold label {defn.name} can train on ({wanted})")
@@ -215,7 +243,8 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
     """``fit --adapter``: :func:`logitjudge.fit.adapters.train_adapter`, then its folder under ``--out``."""
     from tqdm import tqdm
 
-    from logitjudge.fit.adapters import AdapterTrainingConfig, held_out_split, train_adapter, write_adapter
+    from logitjudge.fit.adapter_steps import split_with_train_only
+    from logitjudge.fit.adapters import AdapterTrainingConfig, train_adapter, write_adapter
 
     config = AdapterTrainingConfig(
         rank=args.rank,
@@ -249,14 +278,21 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         if asked[0]:
             raise KeyboardInterrupt
 
-    n_train = len(held_out_split(examples, args.holdout, args.seed)[0])
-    n_train = min(n_train, args.max_train_rows or n_train)
+    _, train, test, extra = split_with_train_only(examples, args.train_only, args.holdout, args.seed)
+    if args.train_rows:
+        left_out = extra["left_out_held_out_group"] + extra["left_out_duplicate"]
+        print(
+            f"--train-rows: {extra['rows']} rows train beside the {len(train) - extra['rows']} of the rows; "
+            f"{left_out} left out ({extra['left_out_held_out_group']} of a held-out group, "
+            f"{extra['left_out_duplicate']} already among the rows)",
+            file=sys.stderr,
+        )
+    n_train = min(len(train), args.max_train_rows or len(train))
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
     before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     try:
         judge = load_judge(args)
-        n_report = len(held_out_split(examples, args.holdout, args.seed)[1])
-        n_report = min(n_report, args.report_rows or n_report)
+        n_report = min(len(test), args.report_rows or len(test))
         report_bar = tqdm(total=n_report, desc="held-out", unit="row", file=sys.stderr, delay=1)
         with report_bar, tqdm(total=n_train * args.epochs, desc="adapter", unit="row", file=sys.stderr) as bar:
             tokens = [0, time.monotonic()]
@@ -285,6 +321,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 compare_head=head,
                 log=lambda line: print(line, file=sys.stderr),
                 report_progress=reported,
+                train_only=args.train_only,
             )
     except KeyboardInterrupt:
         if (work / "checkpoint.pt").exists():
@@ -298,6 +335,6 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         for sig, handler in before.items():
             if handler is not None:  # None: set outside Python, cannot be put back
                 signal.signal(sig, handler)
-    folder = write_adapter(result, Path(args.out), data=[str(p) for p in args.rows])
+    folder = write_adapter(result, Path(args.out), data=[str(p) for p in [*args.rows, *args.train_rows]])
     print(json.dumps({"adapter": str(folder), "trained": result.trained, "metrics": result.metrics}, indent=2))
     return 0

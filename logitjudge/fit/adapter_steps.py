@@ -32,6 +32,7 @@ __all__ = [
     "common_start",
     "held_out_split",
     "learning_rate",
+    "split_with_train_only",
     "lora_parameters",
     "shared_start",
     "state_kv",
@@ -244,6 +245,38 @@ def held_out_split(examples: Sequence[Example], share: float, seed: int) -> tupl
     split = GroupShuffleSplit(n_splits=1, test_size=share, random_state=seed)
     train, test = next(split.split(idx, groups=[e.group for e in examples]))
     return sorted(map(int, train)), sorted(map(int, test))
+
+
+def split_with_train_only(
+    examples: Sequence[Example], train_only: Sequence[Example], share: float, seed: int
+) -> tuple[list[Example], list[int], list[int], dict[str, int]]:
+    """:func:`held_out_split` of ``examples``, with ``train_only`` examples added to the training part.
+
+    The held-out part is drawn from ``examples`` alone, so it is the one a run without the extra
+    examples holds out (and the one a head fitted on ``examples`` with the same seed and share holds
+    out). An extra example whose group is held out, or whose key is already among the examples (or
+    an earlier extra), is left out: it would leak into the report or train twice.
+
+    Returns:
+        (every example kept: ``examples`` then the kept extras, train indices into it, held-out
+        indices into it, ``{"rows", "left_out_held_out_group", "left_out_duplicate"}`` of the extras).
+    """
+    train, test = held_out_split(examples, share, seed)
+    held_groups = {examples[i].group for i in test}
+    keys = {e.key for e in examples}
+    kept: list[Example] = []
+    counts = {"rows": 0, "left_out_held_out_group": 0, "left_out_duplicate": 0}
+    for e in train_only:
+        if e.key in keys:
+            counts["left_out_duplicate"] += 1
+        elif e.group in held_groups:
+            counts["left_out_held_out_group"] += 1
+        else:
+            keys.add(e.key)
+            kept.append(e)
+    counts["rows"] = len(kept)
+    n = len(examples)
+    return [*examples, *kept], train + list(range(n, n + len(kept))), test, counts
 
 
 @dataclass

@@ -64,6 +64,7 @@ from logitjudge.fit.adapter_steps import (
     learning_rate,
     lora_parameters,
     shared_start,
+    split_with_train_only,
     state_kv,
     step_batches,
 )
@@ -113,6 +114,7 @@ def train_adapter(
     compare_head: str | None = None,
     log: Callable[[str], None] | None = None,
     report_progress: Callable[[int], None] | None = None,
+    train_only: Sequence[Example] = (),
 ) -> AdapterResult:
     """Train an adapter for ``examples`` (one evaluator's questions) and report on held-out groups.
 
@@ -129,6 +131,9 @@ def train_adapter(
         log: called with a line for a person (resuming, or a checkpoint that does not match).
         report_progress: called with the held-out rows each report batch answered (one pass: the
             adapted and the plain question share each state's forward).
+        train_only: more examples of the same question that only train: the held-out rows are
+            drawn from ``examples`` alone (:func:`~logitjudge.fit.adapter_steps.split_with_train_only`),
+            so the report is on the rows a run without them reports on.
 
     Returns:
         an :class:`AdapterResult`; ``trained`` holds seconds per row per epoch, the KV cache's size
@@ -141,6 +146,7 @@ def train_adapter(
     """
     if not examples:
         raise ValueError("no examples")
+    examples, train, test, extra = split_with_train_only(examples, train_only, config.holdout, config.seed)
     types = {(e.question.type, tuple(str(o.name) for o in e.question.options)) for e in examples}
     if len(types) != 1:
         raise ValueError(f"the examples hold several kinds of question: {sorted(types)}")
@@ -156,7 +162,6 @@ def train_adapter(
     work = Path(work)
     store = KVStore(work / "kv", (described["fingerprint"], described["precision"], described["prompt_version"]))
     rows = branch_rows(engine, examples)
-    train, test = held_out_split(examples, config.holdout, config.seed)
     draw = random.Random(config.seed)
     if config.max_rows is not None and config.max_rows < len(train):
         train = sorted(draw.sample(train, config.max_rows))
@@ -275,6 +280,7 @@ def train_adapter(
     info = {
         "rows": len(train),
         "held_out_rows": len(test),
+        **({"train_only": extra} if train_only else {}),
         "epochs": config.epochs,
         "epochs_from_step": state["epochs"],
         "seconds_per_epoch": [round(s, 1) for s in seconds],
@@ -421,6 +427,13 @@ def epochs_note(changes: Sequence[Sequence[int]] | None) -> str:
     return f" (started for {changes[0][1]} epochs; {later})"
 
 
+def _train_only_note(extra: dict[str, int] | None) -> str:
+    if not extra:
+        return ""
+    left = extra["left_out_held_out_group"] + extra["left_out_duplicate"]
+    return f", {extra['rows']} of them training-only rows ({left} more left out: held-out group or already present)"
+
+
 def _card(binding: dict[str, Any]) -> str:
     t, m = binding["trained"], binding["metrics"]
 
@@ -439,7 +452,8 @@ def _card(binding: dict[str, Any]) -> str:
         f"the {binding['question_type']} question's branch runs it; options {', '.join(binding['options'])}.",
         "",
         "## Training",
-        f"- rows: {t['rows']} (held out: {t['held_out_rows']} rows, by group); data: {', '.join(t['data']) or '-'}",
+        f"- rows: {t['rows']}{_train_only_note(t.get('train_only'))} (held out: {t['held_out_rows']} rows, by group); "
+        f"data: {', '.join(t['data']) or '-'}",
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, modules {', '.join(t['targets'])}",
         f"- epochs {t['epochs']}{epochs_note(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
         f"lr {t['lr']}, seed {t['seed']}",

@@ -120,10 +120,10 @@ def test_trains_resumes_and_writes_a_folder_peft_loads(engine, tmp_path):
     assert abs(float(p[view.option_index.index(0)]) - got[0]) <= 1e-4
 
 
-def _faithfulness_rows(tmp_path) -> Path:
-    """16 faithfulness rows (depot k is in Leeds, or is said to be in Paris) as JSONL."""
+def _faithfulness_rows(tmp_path, n: int = 16, first: int = 0, name: str = "rows.jsonl") -> Path:
+    """``n`` faithfulness rows (depot k is in Leeds, or is said to be in Paris) as JSONL."""
     rows = []
-    for k in range(16):
+    for k in range(first, first + n):
         ok = k % 2 == 0
         rows.append(
             {
@@ -134,24 +134,29 @@ def _faithfulness_rows(tmp_path) -> Path:
                 "gold": {"faithful": ok},
             }
         )
-    path = tmp_path / "rows.jsonl"
+    path = tmp_path / name
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
 
 def test_fit_adapter_command_then_evaluate_reads_it(tmp_path, capsys):
-    """``logitjudge fit --adapter`` on the embedded 135M writes a folder bound to faithfulness@2,
-    and ``evaluate --adapters`` answers that evaluator with it: its scores move from a plain run's."""
+    """``logitjudge fit --adapter`` on the embedded 135M, with training-only rows beside the rows,
+    writes a folder bound to faithfulness@2 (the held-out rows are those of a run without them), and
+    ``evaluate --adapters`` answers that evaluator with it: its scores move from a plain run's."""
     from logitjudge.cli import main
 
     path = _faithfulness_rows(tmp_path)
+    more = _faithfulness_rows(tmp_path, n=3, first=100, name="more.jsonl")  # 3 new depots, and a row
+    more.write_text(more.read_text() + path.read_text().splitlines()[5] + "\n")  # the rows hold: trains once
     fit = ["fit", str(path), "--evaluator", "faithfulness", "--label-key", "faithful", "--adapter"]
     fit += ["--out", str(tmp_path / "adapters"), "--model", "smollm2-135m", "--rank", "2", "--adapt-layers", "2"]
-    fit += ["--branches-per-step", "4", "--holdout", "0.25", "--dtype", "float32"]
+    fit += ["--branches-per-step", "4", "--holdout", "0.25", "--dtype", "float32", "--train-rows", str(more)]
     assert main(fit) == 0
     out = json.loads(capsys.readouterr().out)
     folder = tmp_path / "adapters" / "faithfulness"
-    assert out["adapter"] == str(folder) and out["trained"]["rows"] == 12 and out["metrics"]["rows"] == 4
+    assert out["adapter"] == str(folder) and out["trained"]["rows"] == 12 + 3 and out["metrics"]["rows"] == 4
+    assert out["trained"]["train_only"] == {"rows": 3, "left_out_held_out_group": 0, "left_out_duplicate": 1}
+    assert "3 of them training-only rows" in (folder / "CARD.md").read_text(encoding="utf-8")
     binding = json.loads((folder / "logitjudge_adapter.json").read_text())
     assert binding["evaluator"] == "faithfulness@2" and binding["question_type"] == "noul"
 
@@ -315,3 +320,28 @@ def test_a_resumed_run_may_change_its_epochs_and_records_it(engine, tmp_path):
     torch.save(saved, again / "checkpoint.pt")
     back = train_adapter(engine, data, cfg, evaluator="colours@1", work=again)
     assert back.trained["epochs_from_step"] == [[0, 4]]
+
+
+def test_training_only_rows_never_move_or_join_the_held_out_rows():
+    """Extra examples train beside the examples; the held-out part is the one the examples alone
+    give, and an extra of a held-out group (a leak) or of a key already present is left out."""
+    from logitjudge.fit.adapter_steps import split_with_train_only
+
+    data = examples()
+    train, test = held_out_split(data, 0.25, 0)
+    fresh = [replace(e, key=f"crate-{k}", group=f"c{k}", source="crates") for k, e in enumerate(data[:5])]
+    leak, dup = replace(data[test[0]], key="leak"), data[train[0]]
+    kept, tr, held, counts = split_with_train_only(data, [*fresh, leak, dup, fresh[0]], 0.25, 0)
+    assert held == test and tr[: len(train)] == train
+    assert [kept[i].key for i in tr[len(train) :]] == [e.key for e in fresh]
+    assert counts == {"rows": 5, "left_out_held_out_group": 1, "left_out_duplicate": 2}
+    assert not {kept[i].group for i in tr} & {kept[i].group for i in held}
+
+
+def test_training_only_rows_without_adapter_are_refused(tmp_path, capsys):
+    from logitjudge.cli import main
+
+    path = _faithfulness_rows(tmp_path)
+    argv = ["fit", str(path), "--evaluator", "faithfulness", "--label-key", "faithful", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--train-rows", str(path)]) == 2
+    assert "--train-rows" in capsys.readouterr().err and not (tmp_path / "o").exists()
