@@ -76,6 +76,7 @@ __all__ = [
     "AdapterResult",
     "KVStore",
     "epochs_note",
+    "train_only_note",
     "train_adapter",
     "held_out_split",
     "write_adapter",
@@ -427,7 +428,9 @@ def epochs_note(changes: Sequence[Sequence[int]] | None) -> str:
     return f" (started for {changes[0][1]} epochs; {later})"
 
 
-def _train_only_note(extra: dict[str, int] | None) -> str:
+def train_only_note(extra: dict[str, int] | None) -> str:
+    """``", N of them training-only rows (M more left out: ...)"`` for a binding's ``trained.train_only``
+    (:func:`~logitjudge.fit.adapter_steps.split_with_train_only`'s counts); ``""`` for a run without them."""
     if not extra:
         return ""
     left = extra["left_out_held_out_group"] + extra["left_out_duplicate"]
@@ -452,7 +455,7 @@ def _card(binding: dict[str, Any]) -> str:
         f"the {binding['question_type']} question's branch runs it; options {', '.join(binding['options'])}.",
         "",
         "## Training",
-        f"- rows: {t['rows']}{_train_only_note(t.get('train_only'))} (held out: {t['held_out_rows']} rows, by group); "
+        f"- rows: {t['rows']}{train_only_note(t.get('train_only'))} (held out: {t['held_out_rows']} rows, by group); "
         f"data: {', '.join(t['data']) or '-'}",
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, modules {', '.join(t['targets'])}",
         f"- epochs {t['epochs']}{epochs_note(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
