@@ -33,8 +33,16 @@ P = 0.5, no threshold tuned on the set):
   contrast score): balanced accuracy at 0.5, AUROC, ECE and Brier (``--faithfulness-only`` asks
   only this).
 
+The training folder's grounding sets (``--sets expertqa_grounding,factcg_grounding``: ExpertQA's
+expert-labelled RAG claims, FactCG's balanced ``cg2c_doc`` claims) are claim sets with a label per
+claim only (``gold.faithful``): each chunk of a row's context is a passage, and the claim level above
+is reported (chunk_support's largest P(supports) and faithfulness@2 per claim) beside the claim's
+word overlap with its best chunk (FactCG's known shortcut) as a baseline. They are held out for any
+adapter not trained on them; an adapter whose binding names one of their files is refused there (its
+figures would be in-distribution).
+
 Every figure carries a 95% percentile-bootstrap interval over source items (a FactCheck-GPT
-response, whose claims share pages; a VitaminC row). Writes
+response, whose claims share pages; a VitaminC row; an ExpertQA question or a FactCG group). Writes
 ``benchmarks/results/grounding-<model>[-tag].{json,md}`` and ``-reliability.png``.
 """
 
@@ -61,7 +69,8 @@ from rag_quality import _cell, figure  # noqa: E402
 SETS = ("factcheckgpt_chunk_support", "vitaminc")
 EVALUATOR = "chunk_support@4"
 FAITHFULNESS = "faithfulness@2"
-CLAIM_SETS = ("factcheckgpt_chunk_support",)  # sets whose rows are a claim with all of its passages
+TRAIN_SETS = ("expertqa_grounding", "factcg_grounding")  # ../shared/data/train: a label per claim only
+CLAIM_SETS = ("factcheckgpt_chunk_support", *TRAIN_SETS)  # sets whose rows are a claim with all of its passages
 SUPPORT = ("supports", "contradicts", "unrelated")
 READERS = ("adapter", "base", "zero_shot")
 ITEM_FIELDS = ("id", "input", "output", "context")
@@ -71,13 +80,23 @@ def unit_of(name: str, row: Mapping[str, Any]) -> str:
     """The bootstrap unit: a FactCheck-GPT response (its claims share pages), else the row."""
     if name == "factcheckgpt_chunk_support":
         return f"response:{row['meta']['response_index']}"
+    if name in TRAIN_SETS:  # an ExpertQA question's claims, a FactCG claim's contrastive pair
+        return f"group:{row['meta']['group']}"
     return str(row["id"])
 
 
+def set_file(name: str, data: Path = DATA) -> Path:
+    return data / "train" / name / "train.jsonl" if name in TRAIN_SETS else data / name / "dev.jsonl"
+
+
 def load_rows(name: str, limit: int | None, seed: int, data: Path = DATA) -> list[dict[str, Any]]:
-    """The set's chunk_support rows; with ``limit``, a seeded sample of that many whole units."""
-    rows = [json.loads(line) for line in (data / name / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
-    rows = [r for r in rows if r["evaluator"] == "chunk_support"]
+    """The set's chunk_support rows (a training set's faithfulness rows: FactCG's balanced
+    ``cg2c_doc`` subset); with ``limit``, a seeded sample of that many whole units."""
+    rows = [json.loads(line) for line in set_file(name, data).read_text(encoding="utf-8").splitlines()]
+    if name in TRAIN_SETS:
+        rows = [r for r in rows if r["meta"].get("subset", "cg2c_doc") == "cg2c_doc"]
+    else:
+        rows = [r for r in rows if r["evaluator"] == "chunk_support"]
     if limit is None:
         return rows
     units = sorted({unit_of(name, r) for r in rows})
@@ -102,10 +121,12 @@ def cells_of(
         done = {p: results[p][k] for p in results if results[p][k] is not None}  # None: chunk_support not asked
         if any(res.get("status") != "ok" for res in done.values()):
             continue
-        for i, (gold, chunk) in enumerate(zip(r["gold"]["per_chunk"], r["context"], strict=True)):
+        per_chunk = r["gold"].get("per_chunk") or [None] * len(r["context"])  # None: a label per claim only
+        for i, (gold, chunk) in enumerate(zip(per_chunk, r["context"], strict=True)):
             cell: dict[str, Any] = {
                 "row": str(r["id"]),
                 "complete": (r["gold"].get("stance") or [None] * len(r["context"]))[i] == "completely-support",
+                "claim_gold": r["gold"].get("faithful"),
                 "unit": unit_of(name, r),
                 "gold": gold,
                 "partial": i in partial,
@@ -190,20 +211,23 @@ def reader_figures(cells: Sequence[Mapping[str, Any]], reader: str, resamples: i
 def claims_of(
     cells: Sequence[Mapping[str, Any]], faithfulness: Mapping[str, Mapping[str, float]]
 ) -> list[dict[str, Any]]:
-    """FactCheck-GPT's claim level: one record per claim with ``y`` (grounded: some passage
-    completely supports it; claims whose best passage only partly supports it are left out) and,
-    per reader, P(grounded): for a chunk_support reader the largest P(supports) over the claim's
-    passages (MiniCheck's aggregation over document chunks; the ``score`` of a located verdict),
-    for ``faithfulness_<pass>`` faithfulness's score of the claim over all its passages."""
+    """The claim level: one record per claim with ``y`` (grounded: the claim's own label where the
+    set has one, ``claim_gold``; else FactCheck-GPT's: some passage completely supports it, and
+    claims whose best passage only partly supports it are left out), ``overlap`` (the largest share
+    of the claim's content words found in one passage) and, per reader, P(grounded): for a
+    chunk_support reader the largest P(supports) over the claim's passages (MiniCheck's aggregation
+    over document chunks; the ``score`` of a located verdict), for ``faithfulness_<pass>``
+    faithfulness's score of the claim over all its passages."""
     rows: dict[str, list[Mapping[str, Any]]] = {}
     for c in cells:
         rows.setdefault(c["row"], []).append(c)
     claims = []
     for rid, cs in rows.items():
-        grounded = any(c["complete"] for c in cs)
-        if not grounded and any(c["partial"] for c in cs):
+        labelled = cs[0].get("claim_gold")
+        grounded = bool(labelled) if labelled is not None else any(c["complete"] for c in cs)
+        if labelled is None and not grounded and any(c["partial"] for c in cs):
             continue
-        claim: dict[str, Any] = {"unit": cs[0]["unit"], "y": grounded}
+        claim: dict[str, Any] = {"unit": cs[0]["unit"], "y": grounded, "overlap": max(c["overlap"] for c in cs)}
         for r in READERS:
             if all(r in c for c in cs):
                 claim[r] = max(c[r]["supports"] for c in cs)
@@ -242,6 +266,20 @@ def claim_figures(claims: Sequence[Mapping[str, Any]], reader: str, resamples: i
     }
 
 
+def claim_baseline_figures(claims: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    """The claim's largest word overlap with one passage as a reader of P(grounded): its AUROC, and
+    the share of grounded claims."""
+    units = _units(claims)
+
+    def auroc(us: Any) -> float:
+        return float(roc_auc_score([c["y"] for c in _flat(us)], [c["overlap"] for c in _flat(us)]))
+
+    return {
+        "baseline_claim_word_overlap_auroc": figure(units, auroc, resamples, seed),
+        "gold_share_grounded": figure(units, lambda us: float(np.mean([c["y"] for c in _flat(us)])), resamples, seed),
+    }
+
+
 def baseline_figures(cells: Sequence[Mapping[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
     units = _units(cells)
 
@@ -264,6 +302,12 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str
     out: dict[str, Any] = {}
     for name, block in record["sets"].items():
         cells = block["cells"]
+        if name in TRAIN_SETS:  # a label per claim only: the claim level, and its word-overlap baseline
+            claims = claims_of(cells, block.get("faithfulness") or {})
+            readers = [r for r in READERS if any(r in c for c in claims)] + faithfulness_passes(claims)
+            out[name] = {r: claim_figures(claims, r, resamples, seed) for r in readers}
+            out[name]["baselines"] = claim_baseline_figures(claims, resamples, seed)
+            continue
         out[name] = {r: reader_figures(cells, r, resamples, seed) for r in READERS if any(r in c for c in cells)}
         if name in CLAIM_SETS:
             claims = claims_of(cells, block.get("faithfulness") or {})
@@ -312,20 +356,23 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
 
     panels: list[tuple[str, str, str, list[tuple[str, list[float], list[bool]]]]] = []
     for name, block in record["sets"].items():
-        cells = [c for c in block["cells"] if not c["partial"]]
+        cells = [c for c in block["cells"] if not c["partial"] and c["gold"] is not None]
         curves = [
             (r, [c[r]["supports"] for c in cells if r in c], [c["gold"] == "supports" for c in cells if r in c])
             for r in READERS
         ]
-        panels.append((f"{name} (n={len(cells)} cells)", "P(supports)", "share that supports", curves))
+        if cells:
+            panels.append((f"{name} (n={len(cells)} cells)", "P(supports)", "share that supports", curves))
         claims = claims_of(block["cells"], block.get("faithfulness") or {}) if name in CLAIM_SETS else []
-        passes = faithfulness_passes(claims)
+        passes = ([r for r in READERS if any(r in c for c in claims)] if name in TRAIN_SETS else []) + (
+            faithfulness_passes(claims)
+        )
         if passes:
             curves = [(k, [c[k] for c in claims if k in c], [c["y"] for c in claims if k in c]) for k in passes]
-            panels.append((f"{name}, claims (n={len(claims)})", "faithfulness P(grounded)", "share grounded", curves))
+            panels.append((f"{name}, claims (n={len(claims)})", "P(grounded)", "share grounded", curves))
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), squeeze=False)
     for ax, (title, xlabel, ylabel, curves) in zip(axes[0], panels):
-        for (label, p, y), style in zip(curves, ("o-", "s-", "^--")):
+        for (label, p, y), style in zip(curves, ("o-", "s-", "^--", "d-.", "v:")):
             if not p:
                 continue
             bins = reliability_bins(p, y)
@@ -340,6 +387,13 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _trained_on(binding: Mapping[str, Any], name: str) -> bool:
+    """Whether an adapter's binding names a training file of this set: its folder, or a file named
+    after its source (``factcg_...``, ``expertqa_...``: a sample drawn from it)."""
+    data = (binding.get("trained") or {}).get("data") or ()
+    return any(f"/{name}/" in str(d) or Path(str(d)).name.startswith(name.split("_")[0]) for d in data)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -401,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     record["config"]["set_limits"] = limits
     passes = (["adapter"] if installed else []) + ["base"]
     for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
+        trained_on = [a.name for a in installed if _trained_on(a.binding, name)]
+        if name in TRAIN_SETS and trained_on:
+            ap.error(f"{name}: adapter {', '.join(trained_on)} was trained on its rows (figures would not be held out)")
         rows = load_rows(name, limits.get(name), args.seed, args.data)
         results: dict[str, list[Any]] = {p: [] for p in passes}
         evaluators = ([] if args.faithfulness_only else [EVALUATOR]) + ([FAITHFULNESS] if name in CLAIM_SETS else [])

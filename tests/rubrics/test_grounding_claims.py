@@ -27,7 +27,15 @@ def _grounding():
 
 def _cell(row: str, unit: str, *, complete: bool, partial: bool, p: float) -> dict:
     gold = "supports" if complete or partial else "unrelated"
-    return {"row": row, "unit": unit, "complete": complete, "partial": partial, "gold": gold, "base": {"supports": p}}
+    return {
+        "row": row,
+        "unit": unit,
+        "complete": complete,
+        "partial": partial,
+        "gold": gold,
+        "overlap": 0.5,
+        "base": {"supports": p},
+    }
 
 
 def test_claims_take_the_best_passage_and_leave_out_partly_supported_ones():
@@ -69,3 +77,48 @@ def test_claim_figures_score_each_reader_at_one_half():
     assert faith["claim_auroc"]["value"] == pytest.approx(1.0)
     assert faith["claim_brier"]["value"] == pytest.approx((0.6**2 + 0.3**2 + 0.3**2 + 0.2**2) / 4)
     assert faith["claims"]["value"] == 4.0
+
+
+def _labelled(row: str, unit: str, faithful: bool, p: float, overlap: float) -> dict:
+    """A cell of a set with a label per claim only (no per-passage gold)."""
+    cell = _cell(row, unit, complete=False, partial=False, p=p)
+    return cell | {"gold": None, "claim_gold": faithful, "overlap": overlap}
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+@pytest.mark.filterwarnings("ignore:y_pred contains classes not in y_true")
+@pytest.mark.filterwarnings("ignore:A single label was found")
+def test_a_set_with_a_label_per_claim_reads_it_and_reports_the_claim_level_only():
+    g = _grounding()
+    cells = [
+        _labelled("a", "g1", True, 0.3, 0.2),
+        _labelled("a", "g1", True, 0.9, 0.8),  # the best chunk decides: 0.9, overlap 0.8
+        _labelled("b", "g2", False, 0.6, 0.9),
+        _labelled("c", "g3", False, 0.2, 0.1),
+    ]
+    claims = g.claims_of(cells, {"b": {"base": 0.4}})
+    assert sorted((c["unit"], c["y"], c["base"], c["overlap"]) for c in claims) == [
+        ("g1", True, 0.9, 0.8),
+        ("g2", False, 0.6, 0.9),
+        ("g3", False, 0.2, 0.1),
+    ]
+    record = {"sets": {"expertqa_grounding": {"cells": cells, "faithfulness": {"b": {"base": 0.4}}}}}
+    figures = g.figures_of(record, resamples=20, seed=0)["expertqa_grounding"]
+    assert set(figures) == {"base", "faithfulness_base", "baselines"}  # no per-passage figures: no gold there
+    assert figures["base"]["claim_balanced_accuracy"]["value"] == pytest.approx(0.75)  # b called grounded
+    assert figures["baselines"]["baseline_claim_word_overlap_auroc"]["value"] == pytest.approx(0.5)
+
+
+def test_training_sets_load_their_balanced_rows_and_refuse_an_adapter_trained_on_them():
+    g = _grounding()
+    rows = g.load_rows("factcg_grounding", 30, seed=0)
+    assert {r["meta"]["subset"] for r in rows} == {"cg2c_doc"} and len(
+        {g.unit_of("factcg_grounding", r) for r in rows}
+    ) == 30
+    assert all(isinstance(r["gold"]["faithful"], bool) and r["context"] for r in rows)
+    trained = {
+        "trained": {"data": ["/work/runs/faith/factcg_cg2c_doc_sample.jsonl", "x/expertqa_grounding/train.jsonl"]}
+    }
+    assert g._trained_on(trained, "factcg_grounding") and g._trained_on(trained, "expertqa_grounding")
+    nli = {"trained": {"data": ["../shared/data/train/vitaminc_support/train.jsonl"]}}
+    assert not g._trained_on(nli, "factcg_grounding") and not g._trained_on({}, "expertqa_grounding")
