@@ -370,6 +370,8 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
         if passes:
             curves = [(k, [c[k] for c in claims if k in c], [c["y"] for c in claims if k in c]) for k in passes]
             panels.append((f"{name}, claims (n={len(claims)})", "P(grounded)", "share grounded", curves))
+    if not panels:  # no reader answered anything to plot
+        return
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), squeeze=False)
     for ax, (title, xlabel, ylabel, curves) in zip(axes[0], panels):
         for (label, p, y), style in zip(curves, ("o-", "s-", "^--", "d-.", "v:")):
@@ -390,10 +392,14 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
 
 
 def _trained_on(binding: Mapping[str, Any], name: str) -> bool:
-    """Whether an adapter's binding names a training file of this set: its folder, or a file named
-    after its source (``factcg_...``, ``expertqa_...``: a sample drawn from it)."""
-    data = (binding.get("trained") or {}).get("data") or ()
-    return any(f"/{name}/" in str(d) or Path(str(d)).name.startswith(name.split("_")[0]) for d in data)
+    """Whether an adapter's binding says it trained on rows of this set: among its rows' sources
+    (the ids' prefix, e.g. ``expertqa_grounding:12``), or among its data files (the set's folder, or
+    a file named after its source, ``factcg_...``: a sample drawn from it)."""
+    trained = binding.get("trained") or {}
+    files = [Path(str(d)) for d in trained.get("data") or ()]
+    return name in (trained.get("sources") or ()) or any(
+        name in d.parts or d.name.startswith(name.split("_")[0]) for d in files
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,6 +445,15 @@ def main(argv: list[str] | None = None) -> int:
     from logitjudge import Judge
 
     adapters = [a for a in (args.adapters or "").split(",") if a]
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    for folder in adapters:  # before the model loads: a set an adapter trained on is refused at once
+        binding_file = Path(folder) / "logitjudge_adapter.json"
+        binding = json.loads(binding_file.read_text(encoding="utf-8")) if binding_file.is_file() else {}
+        trained_on = [name for name in sets if name in TRAIN_SETS and _trained_on(binding, name)]
+        if trained_on:
+            ap.error(
+                f"{folder} was trained on rows of {', '.join(trained_on)}: its figures there would not be held out"
+            )
     judge = Judge.load(args.model, calibration="shipped", adapters=adapters or None, state_cache_mb=args.state_cache_mb)
     installed = list(judge.engine.adapters.values())
     record: dict[str, Any] = {
@@ -454,10 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = {k: int(v) for k, v in (kv.split("=") for kv in args.set_limits.split(",") if kv.strip())}
     record["config"]["set_limits"] = limits
     passes = (["adapter"] if installed else []) + ["base"]
-    for name in [s.strip() for s in args.sets.split(",") if s.strip()]:
-        trained_on = [a.name for a in installed if _trained_on(a.binding, name)]
-        if name in TRAIN_SETS and trained_on:
-            ap.error(f"{name}: adapter {', '.join(trained_on)} was trained on its rows (figures would not be held out)")
+    for name in sets:
         rows = load_rows(name, limits.get(name), args.seed, args.data)
         results: dict[str, list[Any]] = {p: [] for p in passes}
         evaluators = ([] if args.faithfulness_only else [EVALUATOR]) + ([FAITHFULNESS] if name in CLAIM_SETS else [])

@@ -140,7 +140,8 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--train-sample",
         type=positive_int,
         default=None,
-        help="a seeded sample of this many --train-rows, stratified by source and label (default: every row)",
+        help="a seeded sample of this many --train-rows, stratified by source and label, drawn before the rows "
+        "of a held-out group or already among the rows are left out (default: every row)",
     )
     g.add_argument(
         "--report-rows", type=positive_int, default=None, help="report on at most this many held-out rows (seeded)"
@@ -278,15 +279,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         if asked[0]:
             raise KeyboardInterrupt
 
-    _, train, test, extra = split_with_train_only(examples, args.train_only, args.holdout, args.seed)
-    if args.train_rows:
-        left_out = extra["left_out_held_out_group"] + extra["left_out_duplicate"]
-        print(
-            f"--train-rows: {extra['rows']} rows train beside the {len(train) - extra['rows']} of the rows; "
-            f"{left_out} left out ({extra['left_out_held_out_group']} of a held-out group, "
-            f"{extra['left_out_duplicate']} already among the rows)",
-            file=sys.stderr,
-        )
+    _, train, test, _ = split_with_train_only(examples, args.train_only, args.holdout, args.seed)
     n_train = min(len(train), args.max_train_rows or len(train))
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
     before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from logitjudge.engine.pack import additive_mask
-from logitjudge.engine.types import EngineRequest
+from logitjudge.engine.types import EngineRequest, render_text
 from logitjudge.fit.examples import Example
 
 __all__ = [
@@ -254,29 +254,36 @@ def split_with_train_only(
 
     The held-out part is drawn from ``examples`` alone, so it is the one a run without the extra
     examples holds out (and the one a head fitted on ``examples`` with the same seed and share holds
-    out). An extra example whose group is held out, or whose key is already among the examples (or
-    an earlier extra), is left out: it would leak into the report or train twice.
+    out). An extra example of a held-out group (the same source and group) would leak into the
+    report, and the same row again (the same key, from the row's id, and the same state, question
+    and gold as an example or an earlier extra) would train twice: both are left out. Rows without
+    an id are keyed by position, so the same position with other content is another row.
 
     Returns:
         (every example kept: ``examples`` then the kept extras, train indices into it, held-out
         indices into it, ``{"rows", "left_out_held_out_group", "left_out_duplicate"}`` of the extras).
     """
     train, test = held_out_split(examples, share, seed)
-    held_groups = {examples[i].group for i in test}
-    keys = {e.key for e in examples}
+    held_groups = {(examples[i].source, examples[i].group) for i in test}
+    seen = {_identity(e) for e in examples}
     kept: list[Example] = []
     counts = {"rows": 0, "left_out_held_out_group": 0, "left_out_duplicate": 0}
     for e in train_only:
-        if e.key in keys:
+        if _identity(e) in seen:
             counts["left_out_duplicate"] += 1
-        elif e.group in held_groups:
+        elif (e.source, e.group) in held_groups:
             counts["left_out_held_out_group"] += 1
         else:
-            keys.add(e.key)
+            seen.add(_identity(e))
             kept.append(e)
     counts["rows"] = len(kept)
     n = len(examples)
     return [*examples, *kept], train + list(range(n, n + len(kept))), test, counts
+
+
+def _identity(e: Example) -> str:
+    """What makes two examples the same training row: the key, the state, the question and the gold."""
+    return json.dumps([e.key, render_text(e.state), repr(e.question), e.label])
 
 
 @dataclass

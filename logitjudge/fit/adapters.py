@@ -147,6 +147,7 @@ def train_adapter(
     """
     if not examples:
         raise ValueError("no examples")
+    n_rows = len(examples)
     examples, train, test, extra = split_with_train_only(examples, train_only, config.holdout, config.seed)
     types = {(e.question.type, tuple(str(o.name) for o in e.question.options)) for e in examples}
     if len(types) != 1:
@@ -166,6 +167,14 @@ def train_adapter(
     draw = random.Random(config.seed)
     if config.max_rows is not None and config.max_rows < len(train):
         train = sorted(draw.sample(train, config.max_rows))
+    if train_only:
+        extra["rows"] = sum(i >= n_rows for i in train)  # after --max-train-rows: the ones that train
+        if log is not None:
+            log(
+                f"training-only rows: {extra['rows']} train beside {len(train) - extra['rows']} of the rows; "
+                f"{extra['left_out_held_out_group']} left out as of a held-out group, "
+                f"{extra['left_out_duplicate']} as already present"
+            )
     if config.report_rows is not None and config.report_rows < len(test):  # its own draw: any --max-train-rows
         test = sorted(random.Random(config.seed + 1).sample(test, config.report_rows))
     params = lora_parameters(engine.lm.model, config, config.seed)
@@ -282,6 +291,7 @@ def train_adapter(
         "rows": len(train),
         "held_out_rows": len(test),
         **({"train_only": extra} if train_only else {}),
+        "sources": sorted({examples[i].source for i in train}),
         "epochs": config.epochs,
         "epochs_from_step": state["epochs"],
         "seconds_per_epoch": [round(s, 1) for s in seconds],

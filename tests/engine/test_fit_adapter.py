@@ -331,10 +331,11 @@ def test_training_only_rows_never_move_or_join_the_held_out_rows():
     train, test = held_out_split(data, 0.25, 0)
     fresh = [replace(e, key=f"crate-{k}", group=f"c{k}", source="crates") for k, e in enumerate(data[:5])]
     leak, dup = replace(data[test[0]], key="leak"), data[train[0]]
-    kept, tr, held, counts = split_with_train_only(data, [*fresh, leak, dup, fresh[0]], 0.25, 0)
+    same_key = replace(data[train[1]], state="Crate 9: the paint is warm.", label="true")  # an id-less row: another
+    kept, tr, held, counts = split_with_train_only(data, [*fresh, leak, dup, fresh[0], same_key], 0.25, 0)
     assert held == test and tr[: len(train)] == train
-    assert [kept[i].key for i in tr[len(train) :]] == [e.key for e in fresh]
-    assert counts == {"rows": 5, "left_out_held_out_group": 1, "left_out_duplicate": 2}
+    assert [kept[i] for i in tr[len(train) :]] == [*fresh, same_key]
+    assert counts == {"rows": 6, "left_out_held_out_group": 1, "left_out_duplicate": 2}
     assert not {kept[i].group for i in tr} & {kept[i].group for i in held}
 
 

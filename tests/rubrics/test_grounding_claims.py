@@ -120,5 +120,7 @@ def test_training_sets_load_their_balanced_rows_and_refuse_an_adapter_trained_on
         "trained": {"data": ["/work/runs/faith/factcg_cg2c_doc_sample.jsonl", "x/expertqa_grounding/train.jsonl"]}
     }
     assert g._trained_on(trained, "factcg_grounding") and g._trained_on(trained, "expertqa_grounding")
-    nli = {"trained": {"data": ["../shared/data/train/vitaminc_support/train.jsonl"]}}
+    nli = {"trained": {"data": ["../shared/data/train/vitaminc_support/train.jsonl"], "sources": ["vitaminc_support"]}}
     assert not g._trained_on(nli, "factcg_grounding") and not g._trained_on({}, "expertqa_grounding")
+    assert g._trained_on({"trained": {"data": ["mix.jsonl"], "sources": ["expertqa_grounding"]}}, "expertqa_grounding")
+    assert g._trained_on({"trained": {"data": ["expertqa_grounding/train.jsonl"]}}, "expertqa_grounding")
