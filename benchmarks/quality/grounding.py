@@ -242,6 +242,14 @@ def faithfulness_passes(claims: Sequence[Mapping[str, Any]]) -> list[str]:
     return sorted({k for c in claims for k in c if k.startswith("faithfulness_")})
 
 
+def claim_readers(name: str, claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The readers a set's claim-level figures and plot report on their own: the chunk_support
+    readers where the claim level is all the set has (a label per claim), then faithfulness's passes.
+    (On FactCheck-GPT the chunk_support readers' claim figures join their per-passage ones.)"""
+    chunk = [r for r in READERS if any(r in c for c in claims)] if name in TRAIN_SETS else []
+    return chunk + faithfulness_passes(claims)
+
+
 def claim_figures(claims: Sequence[Mapping[str, Any]], reader: str, resamples: int, seed: int) -> dict[str, Any]:
     """Balanced accuracy at P(grounded) >= 0.5, AUROC, ECE and Brier of one reader over
     :func:`claims_of`'s claims (bootstrap over responses)."""
@@ -304,8 +312,7 @@ def figures_of(record: Mapping[str, Any], resamples: int, seed: int) -> dict[str
         cells = block["cells"]
         if name in TRAIN_SETS:  # a label per claim only: the claim level, and its word-overlap baseline
             claims = claims_of(cells, block.get("faithfulness") or {})
-            readers = [r for r in READERS if any(r in c for c in claims)] + faithfulness_passes(claims)
-            out[name] = {r: claim_figures(claims, r, resamples, seed) for r in readers}
+            out[name] = {r: claim_figures(claims, r, resamples, seed) for r in claim_readers(name, claims)}
             out[name]["baselines"] = claim_baseline_figures(claims, resamples, seed)
             continue
         out[name] = {r: reader_figures(cells, r, resamples, seed) for r in READERS if any(r in c for c in cells)}
@@ -364,9 +371,7 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
         if cells:
             panels.append((f"{name} (n={len(cells)} cells)", "P(supports)", "share that supports", curves))
         claims = claims_of(block["cells"], block.get("faithfulness") or {}) if name in CLAIM_SETS else []
-        passes = ([r for r in READERS if any(r in c for c in claims)] if name in TRAIN_SETS else []) + (
-            faithfulness_passes(claims)
-        )
+        passes = claim_readers(name, claims)
         if passes:
             curves = [(k, [c[k] for c in claims if k in c], [c["y"] for c in claims if k in c]) for k in passes]
             panels.append((f"{name}, claims (n={len(claims)})", "P(grounded)", "share grounded", curves))

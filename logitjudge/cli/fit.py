@@ -165,38 +165,40 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from logitjudge.rubrics.registry import default_registry
     from logitjudge.rubrics.samples import stratified_sample
 
-    try:
-        rows: list[Any] = [row for path in args.rows for row in read_rows(path)]
-    except (OSError, DataError) as exc:
-        return fail(f"cannot read the rows: {exc}")
-    if args.sample is not None and args.sample < len(rows):
-        rows = stratified_sample(rows, args.sample, seed=args.seed)
-    if not 0 <= args.holdout < 1:
-        return fail(f"--holdout: a share in [0, 1), not {args.holdout}")
     if (args.train_rows or args.train_sample) and not args.adapter:
         return fail("--train-rows and --train-sample train an adapter: add --adapter")
     if args.train_sample and not args.train_rows:
         return fail("--train-sample samples --train-rows: name the files with --train-rows")
+
+    def sampled(paths: list[str], sample: int | None) -> list[Any]:
+        """The rows of ``paths``; with ``sample``, a seeded stratified sample of that many."""
+        rows: list[Any] = [row for path in paths for row in read_rows(path)]
+        return stratified_sample(rows, sample, seed=args.seed) if sample is not None and sample < len(rows) else rows
+
     try:
-        extra_rows: list[Any] = [row for path in args.train_rows for row in read_rows(path)]
+        rows = sampled(args.rows, args.sample)
+    except (OSError, DataError) as exc:
+        return fail(f"cannot read the rows: {exc}")
+    try:
+        extra_rows = sampled(args.train_rows, args.train_sample)
     except (OSError, DataError) as exc:
         return fail(f"--train-rows: cannot read the rows: {exc}")
-    if args.train_sample is not None and args.train_sample < len(extra_rows):
-        extra_rows = stratified_sample(extra_rows, args.train_sample, seed=args.seed)
+    if not 0 <= args.holdout < 1:
+        return fail(f"--holdout: a share in [0, 1), not {args.holdout}")
     try:
         defn = default_registry().get(args.evaluator)
         examples = head_examples(defn, rows, label_key=args.label_key)
-        args.train_only = head_examples(defn, extra_rows, label_key=args.label_key)
+        train_only = head_examples(defn, extra_rows, label_key=args.label_key)
     except (LogitJudgeError, ValueError) as exc:
         return fail(f"--evaluator {args.evaluator}: {exc}")
-    if extra_rows and not args.train_only:
+    if extra_rows and not train_only:
         return fail(f"--train-rows: no row has a gold label {defn.name} can train on")
     if not examples:
         wanted = kind_of(defn).head_gold if defn.head is not None else f"gold.{args.label_key}"
         return fail(f"no row has a gold label {defn.name} can train on ({wanted})")
     args.heads = "none"  # the states a head reads do not depend on other heads
     if args.adapter:
-        return _fit_adapter(args, defn, examples)
+        return _fit_adapter(args, defn, examples, train_only)
     t0 = time.monotonic()
     try:
         judge = load_judge(args)
@@ -240,7 +242,7 @@ def _failed(exc: LogitJudgeError | ValueError) -> int:
     return 2 if isinstance(exc, (RequestError, ConfigurationError)) else 1
 
 
-def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> int:
+def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train_only: list[Any]) -> int:
     """``fit --adapter``: :func:`logitjudge.fit.adapters.train_adapter`, then its folder under ``--out``."""
     from tqdm import tqdm
 
@@ -279,7 +281,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
         if asked[0]:
             raise KeyboardInterrupt
 
-    _, train, test, _ = split_with_train_only(examples, args.train_only, args.holdout, args.seed)
+    _, train, test, _ = split_with_train_only(examples, train_only, args.holdout, args.seed)
     n_train = min(len(train), args.max_train_rows or len(train))
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
     before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
@@ -314,7 +316,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any]) -> in
                 compare_head=head,
                 log=lambda line: print(line, file=sys.stderr),
                 report_progress=reported,
-                train_only=args.train_only,
+                train_only=train_only,
             )
     except KeyboardInterrupt:
         if (work / "checkpoint.pt").exists():

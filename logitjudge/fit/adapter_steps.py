@@ -269,12 +269,13 @@ def split_with_train_only(
     kept: list[Example] = []
     counts = {"rows": 0, "left_out_held_out_group": 0, "left_out_duplicate": 0}
     for e in train_only:
-        if _identity(e) in seen:
+        identity = _identity(e)
+        if identity in seen:
             counts["left_out_duplicate"] += 1
         elif (e.source, e.group) in held_groups:
             counts["left_out_held_out_group"] += 1
         else:
-            seen.add(_identity(e))
+            seen.add(identity)
             kept.append(e)
     counts["rows"] = len(kept)
     n = len(examples)
