@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import RESULTS, run_metadata  # noqa: E402
 
-from logitjudge.fit.adapters import epochs_note, train_only_note  # noqa: E402
+from logitjudge.fit.adapters import epochs_note, start_note, train_only_note  # noqa: E402
 
 
 def loss_curve(losses: list[float], steps_per_epoch: int, window: int = 10) -> dict[str, Any]:
@@ -80,6 +80,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         f"(warm-up {t.get('warmup', 0)}, linear decay), {t['batch_size']} branches per step, seed {t['seed']}",
         f"- rows {t['rows']}{train_only_note(t.get('train_only'))}; epochs {t['epochs']}"
         f"{epochs_note(t.get('epochs_from_step'))}",
+        *([f"- {start_note(t)}"] if start_note(t) else []),
         f"- seconds per row per epoch: {t['seconds_per_row']}; state KV cache on disk "
         f"{t['kv_cache_bytes'] / 2**20:.0f} MiB; peak memory {t['peak_rss_mb']} MiB",
         f"- mean training loss per epoch (nats; ln {n} = {math.log(n):.3f} is a uniform guess): "

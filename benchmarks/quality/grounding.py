@@ -399,12 +399,17 @@ def reliability_png(record: Mapping[str, Any], path: Path) -> None:
 def _trained_on(binding: Mapping[str, Any], name: str) -> bool:
     """Whether an adapter's binding says it trained on rows of this set: among its rows' sources
     (the ids' prefix, e.g. ``expertqa_grounding:12``), or among its data files (the set's folder, or
-    a file named after its source, ``factcg_...``: a sample drawn from it)."""
+    a file named after its source, ``factcg_...``: a sample drawn from it), or in the record of an
+    adapter it started from (``trained.init``, followed down the chain)."""
     trained = binding.get("trained") or {}
-    files = [Path(str(d)) for d in trained.get("data") or ()]
-    return name in (trained.get("sources") or ()) or any(
-        name in d.parts or d.name.startswith(name.split("_")[0]) for d in files
-    )
+    while trained:
+        files = [Path(str(d)) for d in trained.get("data") or ()]
+        if name in (trained.get("sources") or ()) or any(
+            name in d.parts or d.name.startswith(name.split("_")[0]) for d in files
+        ):
+            return True
+        trained = trained.get("init") or {}
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,14 @@ def _bounded(low: float, high: float, what: str) -> Any:
     return parse
 
 
+def _part(text: str) -> tuple[int, int]:
+    """``K/N`` -> (K, N) with 1 <= K <= N."""
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"K/N with 1 <= K <= N (as 2/3), not {text!r}")
+    return int(k), int(n)
+
+
 def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``fit`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
@@ -144,6 +152,22 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "of a held-out group or already among the rows are left out (default: every row)",
     )
     g.add_argument(
+        "--train-part",
+        type=_part,
+        default=None,
+        metavar="K/N",
+        help="train on the K-th of N seeded, disjoint parts of the training rows (the held-out rows do not "
+        "change): a pass too long for one sitting as N runs, each with --init-adapter from the last",
+    )
+    g.add_argument(
+        "--init-adapter",
+        default=None,
+        metavar="DIR",
+        help="start from this adapter folder's weights instead of a new adapter (ours, of the same rank, alpha, "
+        "layers, model, prompt and evaluator version, or PEFT's activated LoRA of the same rank, alpha and "
+        "modules); its training is recorded in the new one's binding and card",
+    )
+    g.add_argument(
         "--report-rows", type=positive_int, default=None, help="report on at most this many held-out rows (seeded)"
     )
     g.add_argument(
@@ -167,6 +191,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     if (args.train_rows or args.train_sample) and not args.adapter:
         return fail("--train-rows and --train-sample train an adapter: add --adapter")
+    if (args.train_part or args.init_adapter is not None) and not args.adapter:
+        return fail("--train-part and --init-adapter train an adapter: add --adapter")
+    if args.init_adapter is not None:
+        from logitjudge.engine.adapters import check_folder
+
+        try:
+            check_folder(args.init_adapter)  # before the model loads: a wrong path fails in a second
+        except LogitJudgeError as exc:
+            return fail(f"--init-adapter: {exc}")
     if args.train_sample and not args.train_rows:
         return fail("--train-sample samples --train-rows: name the files with --train-rows")
 
@@ -246,7 +279,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
     """``fit --adapter``: :func:`logitjudge.fit.adapters.train_adapter`, then its folder under ``--out``."""
     from tqdm import tqdm
 
-    from logitjudge.fit.adapter_steps import split_with_train_only
+    from logitjudge.fit.adapter_steps import split_with_train_only, training_part
     from logitjudge.fit.adapters import AdapterTrainingConfig, train_adapter, write_adapter
 
     config = AdapterTrainingConfig(
@@ -262,6 +295,8 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
         holdout=args.holdout,
         max_rows=args.max_train_rows,
         report_rows=args.report_rows,
+        part=args.train_part,
+        init=args.init_adapter,
     )
     args.heads = "shipped"  # a head shipped for this question is reported beside the adapter
     args.state_cache_mb = 0  # training keeps states' KV on disk (--work), not in the serving cache
@@ -282,7 +317,12 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
             raise KeyboardInterrupt
 
     _, train, test, _ = split_with_train_only(examples, train_only, args.holdout, args.seed)
+    # as train_adapter takes them: --max-train-rows of the rows, then the part of those
     n_train = min(len(train), args.max_train_rows or len(train))
+    try:
+        n_train = len(training_part(range(n_train), args.train_part, args.seed))
+    except ValueError as exc:
+        return _failed(exc)
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
     before = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)} if main_thread else {}
     try:

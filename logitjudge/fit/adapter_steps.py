@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import os
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from logitjudge.engine.adapters import BranchAdapter
 from logitjudge.engine.pack import additive_mask
 from logitjudge.engine.types import EngineRequest, render_text
 from logitjudge.fit.examples import Example
@@ -33,6 +35,9 @@ __all__ = [
     "held_out_split",
     "learning_rate",
     "split_with_train_only",
+    "split_digest",
+    "training_part",
+    "warm_start",
     "lora_parameters",
     "shared_start",
     "state_kv",
@@ -64,6 +69,12 @@ class AdapterTrainingConfig:
             The held-out split does not depend on it, so runs of different sizes report on the
             same held-out rows.
         report_rows: report on at most this many held-out rows (a seeded draw; ``None``: all).
+        part: ``(k, n)``: train on the k-th of n seeded, disjoint parts of the training rows (the
+            held-out rows do not change), so one long pass over many rows can run as n shorter
+            runs, each started from the last one's adapter (``init``); ``None``: every row.
+        init: an adapter folder (ours, or PEFT's activated LoRA) whose A and B start the training
+            instead of PEFT's initialisation; it must have this rank, scaling and set of modules
+            and have been trained for this model, prompt and question (:func:`warm_start`).
     """
 
     rank: int = 16
@@ -80,6 +91,8 @@ class AdapterTrainingConfig:
     checkpoint_every: int = 50
     max_rows: int | None = None
     report_rows: int | None = None
+    part: tuple[int, int] | None = None
+    init: str | None = None
 
 
 class KVStore:
@@ -88,8 +101,13 @@ class KVStore:
     Args:
         folder: where the files go (created).
         namespace: what the entries depend on besides the prefix (model fingerprint, precision,
-            prompt version); part of every key.
+            prompt version); part of every key, with :attr:`FORMAT`.
     """
+
+    FORMAT = 1
+    """What the files hold and how (per layer bf16 keys and values; fp32 inputs of the lowest
+    adapted layer): part of every key, so a cache written by code that stored something else is
+    not read. Raise it whenever that changes."""
 
     def __init__(self, folder: str | Path, namespace: Sequence[str]) -> None:
         self.folder = Path(folder)
@@ -99,7 +117,7 @@ class KVStore:
         self.misses = 0
 
     def _path(self, prefix: Sequence[int]) -> Path:
-        h = hashlib.sha256(json.dumps([self.namespace, list(prefix)]).encode()).hexdigest()
+        h = hashlib.sha256(json.dumps([self.FORMAT, self.namespace, list(prefix)]).encode()).hexdigest()
         return self.folder / f"{h[:32]}.pt"
 
     def get(self, prefix: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
@@ -122,7 +140,8 @@ class KVStore:
         tmp.replace(path)
 
     def _stem_path(self, prefix: Sequence[int], branch: Sequence[int], layer: int) -> Path:
-        h = hashlib.sha256(json.dumps([self.namespace, list(prefix), list(branch), layer]).encode()).hexdigest()
+        key = [self.FORMAT, self.namespace, list(prefix), list(branch), layer]
+        h = hashlib.sha256(json.dumps(key).encode()).hexdigest()
         return self.folder / f"{h[:32]}.stem.pt"
 
     def get_stem(self, prefix: Sequence[int], branch: Sequence[int], layer: int) -> torch.Tensor | None:
@@ -232,6 +251,118 @@ def lora_parameters(model: Any, config: AdapterTrainingConfig, seed: int) -> dic
     if not out:
         raise ValueError(f"no module named {list(config.targets)} in the adapted layers")
     return out
+
+
+def training_part(train: Sequence[int], part: tuple[int, int] | None, seed: int) -> list[int]:
+    """The ``part = (k, n)``-th of n disjoint parts of ``train`` (a seeded shuffle dealt round-robin,
+    so the parts differ in size by at most one and together are ``train``); ``None``: all of it.
+
+    Raises:
+        ValueError: not ``1 <= k <= n``, or the part is empty (fewer rows than parts).
+    """
+    if part is None:
+        return list(train)
+    k, n = part
+    if not 1 <= k <= n:
+        raise ValueError(f"--train-part: {k}/{n}: the part must be 1 to {n}")
+    if len(train) < n:
+        raise ValueError(f"--train-part: {k}/{n}: {len(train)} training rows cannot make {n} parts")
+    order = list(train)
+    random.Random(seed + 2).shuffle(order)  # seed: --max-train-rows's draw; seed + 1: the report's
+    return sorted(order[k - 1 :: n])
+
+
+def split_digest(examples: Sequence[Example], train: Sequence[int], test: Sequence[int]) -> str:
+    """sha256 of which rows train (before a part is taken) and which are held out, by their content
+    (:func:`_identity`): the parts of one pass must share it, or a part's held-out rows could be
+    rows an earlier part trained on."""
+    rows = [[_identity(examples[i]) for i in train], [_identity(examples[i]) for i in test]]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def warm_start(
+    params: dict[str, tuple[Any, Any]],
+    init: BranchAdapter,
+    *,
+    scaling: float,
+    evaluator: str,
+    options: Sequence[str],
+    part: tuple[int, int] | None,
+    split: str,
+) -> dict[str, Any]:
+    """Copy a loaded adapter's A and B into freshly initialised ``params`` (:func:`lora_parameters`).
+
+    Args:
+        params: module path -> (A (r, in), B (out, r)) parameters, overwritten in place.
+        init: the adapter to start from (already checked against the engine's fingerprint and
+            prompt version by ``init.check`` where it has a binding). Its invocation tokens are not
+            compared: serving does not read them, and the new adapter is saved with the run's own.
+        scaling: the run's ``alpha / rank``.
+        evaluator: ``name@version`` of the run; options: its question's option names.
+        part: the run's ``(k, n)``, or ``None``; split: its :func:`split_digest`.
+
+    Returns:
+        what the binding records (``trained.init``): the folder (absolute), ``sha256`` of its A and
+        B (fp32, with the module paths, in path order; the checkpoint's digest includes it) and,
+        from its binding, the evaluator, its rows, part, split digest, data files, sources and
+        its own start (``init``), so a chain of runs keeps every run's record.
+
+    Raises:
+        ValueError: another evaluator, options, set of modules, rank or scaling; a part of a pass
+            whose earlier part had another split, another number of parts or this part already
+            (the message names ``--init-adapter`` and what differs).
+    """
+    where = f"--init-adapter {init.path}"
+    bound = init.binding
+    if bound.get("evaluator") not in (None, evaluator):
+        raise ValueError(f"{where}: trained for {bound['evaluator']}, this run trains {evaluator}")
+    if bound.get("options") not in (None, list(options)):
+        raise ValueError(f"{where}: options {bound['options']}, this run's {list(options)}")
+    if set(init.weights) != set(params):
+        missing, extra = sorted(set(params) - set(init.weights)), sorted(set(init.weights) - set(params))
+        raise ValueError(
+            f"{where}: adapts {len(init.weights)} modules, this run {len(params)} ({len(missing)} of this run's "
+            f"not among them{', e.g. ' + missing[0] if missing else ''}; {len(extra)} others"
+            f"{', e.g. ' + extra[0] if extra else ''}): use its --adapt-layers"
+        )
+    rank = int(next(iter(params.values()))[0].shape[0])
+    if init.rank != rank or not math.isclose(init.scaling, scaling):
+        raise ValueError(
+            f"{where}: rank {init.rank}, scaling {init.scaling:g}; this run: rank {rank}, scaling {scaling:g} "
+            "(use its --rank and --alpha)"
+        )
+    trained = bound.get("trained") or {}
+    if part is not None:
+        chain, link = [], trained
+        while link:
+            if link.get("part"):
+                chain.append(link)
+            link = link.get("init") or {}
+        for earlier in chain:
+            if earlier["part"][1] != part[1]:
+                raise ValueError(f"{where}: a part of {earlier['part'][1]}, this run a part of {part[1]}")
+            if earlier["part"][0] == part[0]:
+                raise ValueError(f"{where}: part {part[0]} of {part[1]} has trained already")
+            if earlier.get("split_sha256") not in (None, split):
+                raise ValueError(
+                    f"{where}: its pass had other training or held-out rows (other rows, --sample, --seed, "
+                    "--holdout, --train-rows or --train-sample): this part's held-out rows could have trained"
+                )
+    digest = hashlib.sha256()
+    for path in sorted(params):
+        a, b = init.weights[path]
+        params[path][0].data.copy_(a)
+        params[path][1].data.copy_(b)
+        digest.update(path.encode())
+        digest.update(a.float().contiguous().numpy().tobytes())
+        digest.update(b.float().contiguous().numpy().tobytes())
+    keep = ("rows", "part", "split_sha256", "data", "sources", "init")
+    return {
+        "path": str(Path(init.path).resolve()) if init.path else None,
+        "sha256": digest.hexdigest(),
+        "evaluator": bound.get("evaluator"),
+        **{k: trained.get(k) for k in keep},
+    }
 
 
 def held_out_split(examples: Sequence[Example], share: float, seed: int) -> tuple[list[int], list[int]]:

@@ -346,3 +346,68 @@ def test_training_only_rows_without_adapter_are_refused(tmp_path, capsys):
     argv = ["fit", str(path), "--evaluator", "faithfulness", "--label-key", "faithful", "--out", str(tmp_path / "o")]
     assert main([*argv, "--train-rows", str(path)]) == 2
     assert "--train-rows" in capsys.readouterr().err and not (tmp_path / "o").exists()
+    for extra, flag in (
+        (["--init-adapter", str(tmp_path)], "--init-adapter"),
+        (["--train-part", "1/2"], "--train-part"),
+    ):
+        assert main([*argv, *extra]) == 2
+        assert flag in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse: exit 2 with the rule in its usage message
+        main([*argv, "--adapter", "--train-part", "3/2"])
+    assert exited.value.code == 2
+    assert "1 <= K <= N" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
+    """``--train-part k/n`` deals the training rows into disjoint parts (the held-out rows stay);
+    ``--init-adapter`` starts from a written adapter's exact weights, records it, and refuses one
+    of another rank or question."""
+    from logitjudge.engine.adapters import ADAPTER_BINDING
+    from logitjudge.fit.adapter_steps import training_part
+
+    data = examples()
+    train, test = held_out_split(data, CONFIG.holdout, CONFIG.seed)
+    parts = [training_part(train, (k, 3), 0) for k in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == train and max(map(len, parts)) - min(map(len, parts)) <= 1
+    cfg = replace(CONFIG, epochs=1, part=(1, 2))
+    first = train_adapter(engine, data, cfg, evaluator="colours@1", work=tmp_path / "w1")
+    assert first.trained["rows"] == len(training_part(train, (1, 2), 0)) and first.metrics["rows"] == len(test)
+    folder = write_adapter(first, tmp_path / "a1")
+
+    # at rate 0 the second part ends where it started: exactly the first part's adapter
+    still = train_adapter(
+        engine, data, replace(cfg, part=(2, 2), init=str(folder), lr=0.0), evaluator="colours@1", work=tmp_path / "w2"
+    )
+    for path, (a, b) in first.adapter.weights.items():
+        assert torch.equal(still.adapter.weights[path][0], a) and torch.equal(still.adapter.weights[path][1], b)
+    second = train_adapter(
+        engine, data, replace(cfg, part=(2, 2), init=str(folder)), evaluator="colours@1", work=tmp_path / "w3"
+    )
+    assert any(not torch.equal(second.adapter.weights[p][1], b) for p, (_, b) in first.adapter.weights.items())
+    binding = json.loads((write_adapter(second, tmp_path / "a2") / ADAPTER_BINDING).read_text())
+    init = binding["trained"]["init"]
+    assert init["rows"] == first.trained["rows"] and init["part"] == [1, 2] and init["path"] == str(folder.resolve())
+    assert init["split_sha256"] == first.trained["split_sha256"] and init["sources"] == ["colours"]
+    assert init["sha256"] == still.trained["init"]["sha256"] and binding["trained"]["part"] == [2, 2]
+    card = (tmp_path / "a2" / "colours" / "CARD.md").read_text()
+    assert f"part 2 of 2 of the training rows; started from `{folder.resolve()}`" in card
+
+    # the parts of one pass: the same split, the same N, each part once
+    for other, why in (
+        (replace(cfg, part=(1, 2)), "part 1 of 2 has trained already"),
+        (replace(cfg, part=(2, 3)), "a part of 2, this run a part of 3"),
+        (replace(cfg, part=(2, 2), holdout=0.3), "other training or held-out rows"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            train_adapter(engine, data, replace(other, init=str(folder)), evaluator="colours@1", work=tmp_path / "z")
+    assert not (tmp_path / "z").exists()  # refused before anything is written
+    with pytest.raises(ValueError, match="3 training rows cannot make 4 parts"):
+        training_part([0, 1, 2], (4, 4), 0)
+
+    with pytest.raises(ValueError, match="--init-adapter .* rank 4, .* rank 2"):
+        train_adapter(
+            engine, data, replace(cfg, rank=2, alpha=4, init=str(folder)), evaluator="colours@1", work=tmp_path / "x"
+        )
+    with pytest.raises(ValueError, match="trained for colours@1, this run trains colours@2"):
+        train_adapter(engine, data, replace(cfg, init=str(folder)), evaluator="colours@2", work=tmp_path / "y")

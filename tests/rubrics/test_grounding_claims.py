@@ -126,3 +126,5 @@ def test_training_sets_load_their_balanced_rows_and_refuse_an_adapter_trained_on
     assert not g._trained_on(nli, "factcg_grounding") and not g._trained_on({}, "expertqa_grounding")
     assert g._trained_on({"trained": {"data": ["mix.jsonl"], "sources": ["expertqa_grounding"]}}, "expertqa_grounding")
     assert g._trained_on({"trained": {"data": ["expertqa_grounding/train.jsonl"]}}, "expertqa_grounding")
+    started = {"trained": {**nli["trained"], "init": {"path": "a", "init": {"sources": ["expertqa_grounding"]}}}}
+    assert g._trained_on(started, "expertqa_grounding") and not g._trained_on(started, "factcg_grounding")
