@@ -193,13 +193,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return fail("--train-rows and --train-sample train an adapter: add --adapter")
     if (args.train_part or args.init_adapter is not None) and not args.adapter:
         return fail("--train-part and --init-adapter train an adapter: add --adapter")
-    if args.init_adapter is not None:
-        from logitjudge.engine.adapters import check_folder
-
-        try:
-            check_folder(args.init_adapter)  # before the model loads: a wrong path fails in a second
-        except LogitJudgeError as exc:
-            return fail(f"--init-adapter: {exc}")
     if args.train_sample and not args.train_rows:
         return fail("--train-sample samples --train-rows: name the files with --train-rows")
 
@@ -279,7 +272,8 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
     """``fit --adapter``: :func:`logitjudge.fit.adapters.train_adapter`, then its folder under ``--out``."""
     from tqdm import tqdm
 
-    from logitjudge.fit.adapter_steps import split_with_train_only, training_part
+    from logitjudge.fit.adapter_parts import check_init_folder, training_part
+    from logitjudge.fit.adapter_steps import split_with_train_only
     from logitjudge.fit.adapters import AdapterTrainingConfig, train_adapter, write_adapter
 
     config = AdapterTrainingConfig(
@@ -298,6 +292,13 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
         part=args.train_part,
         init=args.init_adapter,
     )
+    if config.init is not None:
+        try:  # before the model loads: a wrong folder fails in a second
+            check_init_folder(config.init, config, f"{defn.name}@{defn.version}")
+        except LogitJudgeError as exc:
+            return fail(f"--init-adapter: {exc}")
+        except ValueError as exc:
+            return fail(str(exc))
     args.heads = "shipped"  # a head shipped for this question is reported beside the adapter
     args.state_cache_mb = 0  # training keeps states' KV on disk (--work), not in the serving cache
     work = Path(args.work) if args.work else Path(args.out) / ".adapter"

@@ -21,6 +21,9 @@ One job a module, each importing only those above it:
   (:func:`write_head`, :func:`card`).
 - :mod:`logitjudge.fit.adapter_steps`: what one step of adapter training reads and computes (the
   states' KV on disk, the rows as the engine sees them, many branches in one forward).
+- :mod:`logitjudge.fit.adapter_parts`: where adapter training starts: a part of a pass and a
+  starting adapter's weights, with the checks that keep the parts of one pass apart
+  (:func:`~logitjudge.fit.adapter_parts.training_part`, :func:`~logitjudge.fit.adapter_parts.warm_start`).
 - :mod:`logitjudge.fit.adapters`: the epochs, checkpoints, held-out report and folder of a branch
   adapter (:func:`~logitjudge.fit.adapters.train_adapter`, ``logitjudge fit --adapter``).
 """

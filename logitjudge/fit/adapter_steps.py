@@ -9,7 +9,6 @@ import hashlib
 import json
 import math
 import os
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,7 +16,6 @@ from typing import Any
 
 import torch
 
-from logitjudge.engine.adapters import BranchAdapter
 from logitjudge.engine.pack import additive_mask
 from logitjudge.engine.types import EngineRequest, render_text
 from logitjudge.fit.examples import Example
@@ -34,10 +32,8 @@ __all__ = [
     "common_start",
     "held_out_split",
     "learning_rate",
+    "row_identity",
     "split_with_train_only",
-    "split_digest",
-    "training_part",
-    "warm_start",
     "lora_parameters",
     "shared_start",
     "state_kv",
@@ -253,118 +249,6 @@ def lora_parameters(model: Any, config: AdapterTrainingConfig, seed: int) -> dic
     return out
 
 
-def training_part(train: Sequence[int], part: tuple[int, int] | None, seed: int) -> list[int]:
-    """The ``part = (k, n)``-th of n disjoint parts of ``train`` (a seeded shuffle dealt round-robin,
-    so the parts differ in size by at most one and together are ``train``); ``None``: all of it.
-
-    Raises:
-        ValueError: not ``1 <= k <= n``, or the part is empty (fewer rows than parts).
-    """
-    if part is None:
-        return list(train)
-    k, n = part
-    if not 1 <= k <= n:
-        raise ValueError(f"--train-part: {k}/{n}: the part must be 1 to {n}")
-    if len(train) < n:
-        raise ValueError(f"--train-part: {k}/{n}: {len(train)} training rows cannot make {n} parts")
-    order = list(train)
-    random.Random(seed + 2).shuffle(order)  # seed: --max-train-rows's draw; seed + 1: the report's
-    return sorted(order[k - 1 :: n])
-
-
-def split_digest(examples: Sequence[Example], train: Sequence[int], test: Sequence[int]) -> str:
-    """sha256 of which rows train (before a part is taken) and which are held out, by their content
-    (:func:`_identity`): the parts of one pass must share it, or a part's held-out rows could be
-    rows an earlier part trained on."""
-    rows = [[_identity(examples[i]) for i in train], [_identity(examples[i]) for i in test]]
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
-def warm_start(
-    params: dict[str, tuple[Any, Any]],
-    init: BranchAdapter,
-    *,
-    scaling: float,
-    evaluator: str,
-    options: Sequence[str],
-    part: tuple[int, int] | None,
-    split: str,
-) -> dict[str, Any]:
-    """Copy a loaded adapter's A and B into freshly initialised ``params`` (:func:`lora_parameters`).
-
-    Args:
-        params: module path -> (A (r, in), B (out, r)) parameters, overwritten in place.
-        init: the adapter to start from (already checked against the engine's fingerprint and
-            prompt version by ``init.check`` where it has a binding). Its invocation tokens are not
-            compared: serving does not read them, and the new adapter is saved with the run's own.
-        scaling: the run's ``alpha / rank``.
-        evaluator: ``name@version`` of the run; options: its question's option names.
-        part: the run's ``(k, n)``, or ``None``; split: its :func:`split_digest`.
-
-    Returns:
-        what the binding records (``trained.init``): the folder (absolute), ``sha256`` of its A and
-        B (fp32, with the module paths, in path order; the checkpoint's digest includes it) and,
-        from its binding, the evaluator, its rows, part, split digest, data files, sources and
-        its own start (``init``), so a chain of runs keeps every run's record.
-
-    Raises:
-        ValueError: another evaluator, options, set of modules, rank or scaling; a part of a pass
-            whose earlier part had another split, another number of parts or this part already
-            (the message names ``--init-adapter`` and what differs).
-    """
-    where = f"--init-adapter {init.path}"
-    bound = init.binding
-    if bound.get("evaluator") not in (None, evaluator):
-        raise ValueError(f"{where}: trained for {bound['evaluator']}, this run trains {evaluator}")
-    if bound.get("options") not in (None, list(options)):
-        raise ValueError(f"{where}: options {bound['options']}, this run's {list(options)}")
-    if set(init.weights) != set(params):
-        missing, extra = sorted(set(params) - set(init.weights)), sorted(set(init.weights) - set(params))
-        raise ValueError(
-            f"{where}: adapts {len(init.weights)} modules, this run {len(params)} ({len(missing)} of this run's "
-            f"not among them{', e.g. ' + missing[0] if missing else ''}; {len(extra)} others"
-            f"{', e.g. ' + extra[0] if extra else ''}): use its --adapt-layers"
-        )
-    rank = int(next(iter(params.values()))[0].shape[0])
-    if init.rank != rank or not math.isclose(init.scaling, scaling):
-        raise ValueError(
-            f"{where}: rank {init.rank}, scaling {init.scaling:g}; this run: rank {rank}, scaling {scaling:g} "
-            "(use its --rank and --alpha)"
-        )
-    trained = bound.get("trained") or {}
-    if part is not None:
-        chain, link = [], trained
-        while link:
-            if link.get("part"):
-                chain.append(link)
-            link = link.get("init") or {}
-        for earlier in chain:
-            if earlier["part"][1] != part[1]:
-                raise ValueError(f"{where}: a part of {earlier['part'][1]}, this run a part of {part[1]}")
-            if earlier["part"][0] == part[0]:
-                raise ValueError(f"{where}: part {part[0]} of {part[1]} has trained already")
-            if earlier.get("split_sha256") not in (None, split):
-                raise ValueError(
-                    f"{where}: its pass had other training or held-out rows (other rows, --sample, --seed, "
-                    "--holdout, --train-rows or --train-sample): this part's held-out rows could have trained"
-                )
-    digest = hashlib.sha256()
-    for path in sorted(params):
-        a, b = init.weights[path]
-        params[path][0].data.copy_(a)
-        params[path][1].data.copy_(b)
-        digest.update(path.encode())
-        digest.update(a.float().contiguous().numpy().tobytes())
-        digest.update(b.float().contiguous().numpy().tobytes())
-    keep = ("rows", "part", "split_sha256", "data", "sources", "init")
-    return {
-        "path": str(Path(init.path).resolve()) if init.path else None,
-        "sha256": digest.hexdigest(),
-        "evaluator": bound.get("evaluator"),
-        **{k: trained.get(k) for k in keep},
-    }
-
-
 def held_out_split(examples: Sequence[Example], share: float, seed: int) -> tuple[list[int], list[int]]:
     """(train, held-out) example indices; a group never straddles them (scikit-learn's
     ``GroupShuffleSplit``). ``share`` 0: every example trains, none is held out."""
@@ -396,11 +280,11 @@ def split_with_train_only(
     """
     train, test = held_out_split(examples, share, seed)
     held_groups = {(examples[i].source, examples[i].group) for i in test}
-    seen = {_identity(e) for e in examples}
+    seen = {row_identity(e) for e in examples}
     kept: list[Example] = []
     counts = {"rows": 0, "left_out_held_out_group": 0, "left_out_duplicate": 0}
     for e in train_only:
-        identity = _identity(e)
+        identity = row_identity(e)
         if identity in seen:
             counts["left_out_duplicate"] += 1
         elif (e.source, e.group) in held_groups:
@@ -413,7 +297,7 @@ def split_with_train_only(
     return [*examples, *kept], train + list(range(n, n + len(kept))), test, counts
 
 
-def _identity(e: Example) -> str:
+def row_identity(e: Example) -> str:
     """What makes two examples the same training row: the key, the state, the question and the gold."""
     return json.dumps([e.key, render_text(e.state), repr(e.question), e.label])
 

@@ -59,6 +59,7 @@ from logitjudge.engine.adapters import ADAPTER_BINDING, BranchAdapter, load_adap
 from logitjudge.engine.formulas import logsumexp
 from logitjudge.engine.types import EngineRequest
 from logitjudge.errors import AdapterError
+from logitjudge.fit.adapter_parts import split_digest, training_part, warm_start
 from logitjudge.fit.adapter_steps import (
     AdapterTrainingConfig,
     BranchRow,
@@ -71,12 +72,9 @@ from logitjudge.fit.adapter_steps import (
     learning_rate,
     lora_parameters,
     shared_start,
-    split_digest,
     split_with_train_only,
     state_kv,
     step_batches,
-    training_part,
-    warm_start,
 )
 from logitjudge.fit.examples import Example
 from logitjudge.fit.heads import classification_report

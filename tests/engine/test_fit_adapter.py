@@ -364,7 +364,7 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
     ``--init-adapter`` starts from a written adapter's exact weights, records it, and refuses one
     of another rank or question."""
     from logitjudge.engine.adapters import ADAPTER_BINDING
-    from logitjudge.fit.adapter_steps import training_part
+    from logitjudge.fit.adapter_parts import check_init_folder, training_part
 
     data = examples()
     train, test = held_out_split(data, CONFIG.holdout, CONFIG.seed)
@@ -402,6 +402,15 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
         with pytest.raises(ValueError, match=why):
             train_adapter(engine, data, replace(other, init=str(folder)), evaluator="colours@1", work=tmp_path / "z")
     assert not (tmp_path / "z").exists()  # refused before anything is written
+    # what the folder's files can tell is checked before a model loads (fit's CLI does it first)
+    check_init_folder(folder, cfg, "colours@1")
+    for other, evaluator, why in (
+        (replace(cfg, rank=2, alpha=4), "colours@1", "rank 4, scaling 2; this run: rank 2, scaling 2"),
+        (cfg, "colours@2", "trained for colours@1, this run trains colours@2"),
+        (replace(cfg, layers=1), "colours@1", "adapts every layer, this run the top 1 layers"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            check_init_folder(folder, other, evaluator)
     with pytest.raises(ValueError, match="3 training rows cannot make 4 parts"):
         training_part([0, 1, 2], (4, 4), 0)
 

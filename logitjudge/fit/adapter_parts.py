@@ -1,0 +1,184 @@
+"""Where an adapter's training starts: a part of a pass (:func:`training_part`, ``fit --adapter
+--train-part K/N``) and an adapter folder's weights (:func:`warm_start`, ``--init-adapter DIR``).
+
+A pass over more rows than one sitting can train runs as N runs over disjoint parts of its
+training rows, each started from the adapter the last one wrote. What makes that safe is checked
+here: the parts share one split (:func:`split_digest`: no part's held-out rows trained in another),
+one N, and no part runs twice; the starting adapter has the run's shape and question.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from logitjudge.engine.adapters import (
+    ADAPTER_BINDING,
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    BranchAdapter,
+    check_folder,
+    read_config,
+)
+from logitjudge.fit.adapter_steps import AdapterTrainingConfig, row_identity
+from logitjudge.fit.examples import Example
+
+__all__ = ["check_init_folder", "split_digest", "training_part", "warm_start"]
+
+
+def training_part(train: Sequence[int], part: tuple[int, int] | None, seed: int) -> list[int]:
+    """The ``part = (k, n)``-th of n disjoint parts of ``train`` (a seeded shuffle dealt round-robin,
+    so the parts differ in size by at most one and together are ``train``); ``None``: all of it.
+
+    Raises:
+        ValueError: not ``1 <= k <= n``, or the part is empty (fewer rows than parts).
+    """
+    if part is None:
+        return list(train)
+    k, n = part
+    if not 1 <= k <= n:
+        raise ValueError(f"--train-part: {k}/{n}: the part must be 1 to {n}")
+    if len(train) < n:
+        raise ValueError(f"--train-part: {k}/{n}: {len(train)} training rows cannot make {n} parts")
+    order = list(train)
+    random.Random(seed + 2).shuffle(order)  # seed: --max-train-rows's draw; seed + 1: the report's
+    return sorted(order[k - 1 :: n])
+
+
+def split_digest(examples: Sequence[Example], train: Sequence[int], test: Sequence[int]) -> str:
+    """sha256 of which rows train (before a part is taken) and which are held out, by their content
+    (:func:`row_identity`): the parts of one pass must share it, or a part's held-out rows could be
+    rows an earlier part trained on."""
+    rows = [[row_identity(examples[i]) for i in train], [row_identity(examples[i]) for i in test]]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def warm_start(
+    params: dict[str, tuple[Any, Any]],
+    init: BranchAdapter,
+    *,
+    scaling: float,
+    evaluator: str,
+    options: Sequence[str],
+    part: tuple[int, int] | None,
+    split: str,
+) -> dict[str, Any]:
+    """Copy a loaded adapter's A and B into freshly initialised ``params`` (:func:`lora_parameters`).
+
+    Args:
+        params: module path -> (A (r, in), B (out, r)) parameters, overwritten in place.
+        init: the adapter to start from (already checked against the engine's fingerprint and
+            prompt version by ``init.check`` where it has a binding). Its invocation tokens are not
+            compared: serving does not read them, and the new adapter is saved with the run's own.
+        scaling: the run's ``alpha / rank``.
+        evaluator: ``name@version`` of the run; options: its question's option names.
+        part: the run's ``(k, n)``, or ``None``; split: its :func:`split_digest`.
+
+    Returns:
+        what the binding records (``trained.init``): the folder (absolute), ``sha256`` of its A and
+        B (fp32, with the module paths, in path order; the checkpoint's digest includes it) and,
+        from its binding, the evaluator, its rows, part, split digest, data files, sources and
+        its own start (``init``), so a chain of runs keeps every run's record.
+
+    Raises:
+        ValueError: another evaluator, options, set of modules, rank or scaling; a part of a pass
+            whose earlier part had another split, another number of parts or this part already
+            (the message names ``--init-adapter`` and what differs).
+    """
+    where = f"--init-adapter {init.path}"
+    bound = init.binding
+    rank = int(next(iter(params.values()))[0].shape[0])
+    _refuse_another(where, bound, init.rank, init.scaling, rank=rank, scaling=scaling, evaluator=evaluator)
+    if bound.get("options") not in (None, list(options)):
+        raise ValueError(f"{where}: options {bound['options']}, this run's {list(options)}")
+    if set(init.weights) != set(params):
+        missing, extra = sorted(set(params) - set(init.weights)), sorted(set(init.weights) - set(params))
+        raise ValueError(
+            f"{where}: adapts {len(init.weights)} modules, this run {len(params)} ({len(missing)} of this run's "
+            f"not among them{', e.g. ' + missing[0] if missing else ''}; {len(extra)} others"
+            f"{', e.g. ' + extra[0] if extra else ''}): use its --adapt-layers"
+        )
+    trained = bound.get("trained") or {}
+    if part is not None:
+        chain, link = [], trained
+        while link:
+            if link.get("part"):
+                chain.append(link)
+            link = link.get("init") or {}
+        for earlier in chain:
+            if earlier["part"][1] != part[1]:
+                raise ValueError(f"{where}: a part of {earlier['part'][1]}, this run a part of {part[1]}")
+            if earlier["part"][0] == part[0]:
+                raise ValueError(f"{where}: part {part[0]} of {part[1]} has trained already")
+            if earlier.get("split_sha256") not in (None, split):
+                raise ValueError(
+                    f"{where}: its pass had other training or held-out rows (other rows, --sample, --seed, "
+                    "--holdout, --train-rows or --train-sample): this part's held-out rows could have trained"
+                )
+    digest = hashlib.sha256()
+    for path in sorted(params):
+        a, b = init.weights[path]
+        params[path][0].data.copy_(a)
+        params[path][1].data.copy_(b)
+        digest.update(path.encode())
+        digest.update(a.float().contiguous().numpy().tobytes())
+        digest.update(b.float().contiguous().numpy().tobytes())
+    keep = ("rows", "part", "split_sha256", "data", "sources", "init")
+    return {
+        "path": str(Path(init.path).resolve()) if init.path else None,
+        "sha256": digest.hexdigest(),
+        "evaluator": bound.get("evaluator"),
+        **{k: trained.get(k) for k in keep},
+    }
+
+
+def _refuse_another(
+    where: str,
+    bound: Mapping[str, Any],
+    init_rank: int,
+    init_scaling: float,
+    *,
+    rank: int,
+    scaling: float,
+    evaluator: str,
+) -> None:
+    """ValueError when a starting adapter (its binding, rank, scaling) is for another evaluator
+    version, rank or scaling than the run's."""
+    if bound.get("evaluator") not in (None, evaluator):
+        raise ValueError(f"{where}: trained for {bound['evaluator']}, this run trains {evaluator}")
+    if init_rank != rank or not math.isclose(init_scaling, scaling):
+        raise ValueError(
+            f"{where}: rank {init_rank}, scaling {init_scaling:g}; this run: rank {rank}, scaling {scaling:g} "
+            "(use its --rank and --alpha)"
+        )
+
+
+def check_init_folder(folder: str | Path, config: AdapterTrainingConfig, evaluator: str) -> None:
+    """The checks of :func:`warm_start` its files can answer without the model (run before the
+    model loads, so a wrong folder fails in a second): it loads as an adapter folder, holds
+    weights, has the run's rank and scaling, and a binding, if any, names the run's evaluator
+    version and number of adapted layers.
+
+    Raises:
+        AdapterError: a missing folder or malformed config (:func:`~logitjudge.engine.adapters.check_folder`).
+        ValueError: no weights file, or another rank, scaling, evaluator or layers.
+    """
+    check_folder(folder)
+    folder, where = Path(folder), f"--init-adapter {folder}"
+    if not (folder / ADAPTER_WEIGHTS).is_file():
+        raise ValueError(f"{where}: no {ADAPTER_WEIGHTS}")
+    scaling, _ = read_config(folder)
+    rank = json.loads((folder / ADAPTER_CONFIG).read_text(encoding="utf-8"))["r"]
+    binding = folder / ADAPTER_BINDING
+    bound = json.loads(binding.read_text(encoding="utf-8")) if binding.is_file() else {}
+    run_scaling = config.alpha / config.rank
+    _refuse_another(where, bound, rank, scaling, rank=config.rank, scaling=run_scaling, evaluator=evaluator)
+    layers = (bound.get("trained") or {}).get("layers")
+    if layers not in (None, config.layers):
+        said = ["every layer" if n <= 0 else f"the top {n} layers" for n in (layers, config.layers)]
+        raise ValueError(f"{where}: adapts {said[0]}, this run {said[1]} (use its --adapt-layers)")
