@@ -221,7 +221,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         return fail(f"--train-rows: no row has a gold label {defn.name} can train on")
     if not examples:
         wanted = kind_of(defn).head_gold if defn.head is not None else f"gold.{args.label_key}"
-        return fail(f"no row has a gold label {defn.name} can train on ({wanted})")
+        hint = "" if defn.head is not None else "; --label-key names the gold field holding the label"
+        return fail(f"no row has a gold label {defn.name} can train on ({wanted}{hint})")
     args.heads = "none"  # the states a head reads do not depend on other heads
     if args.adapter:
         return _fit_adapter(args, defn, examples, train_only)

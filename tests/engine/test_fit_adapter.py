@@ -356,6 +356,9 @@ def test_training_only_rows_without_adapter_are_refused(tmp_path, capsys):
         main([*argv, "--adapter", "--train-part", "3/2"])
     assert exited.value.code == 2
     assert "1 <= K <= N" in capsys.readouterr().err
+    # rows whose label is under another gold field: the message says which flag names it
+    assert main(["fit", str(path), "--evaluator", "faithfulness", "--out", str(tmp_path / "o")]) == 2
+    assert "--label-key names the gold field" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
