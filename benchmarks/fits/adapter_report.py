@@ -80,7 +80,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         f"(warm-up {t.get('warmup', 0)}, linear decay), {t['batch_size']} branches per step, seed {t['seed']}",
         f"- rows {t['rows']}{train_only_note(t.get('train_only'))}; epochs {t['epochs']}"
         f"{epochs_note(t.get('epochs_from_step'))}",
-        *([f"- {start_note(t)}"] if start_note(t) else []),
+        *([f"- {started}"] if (started := start_note(t)) else []),
         f"- seconds per row per epoch: {t['seconds_per_row']}; state KV cache on disk "
         f"{t['kv_cache_bytes'] / 2**20:.0f} MiB; peak memory {t['peak_rss_mb']} MiB",
         f"- mean training loss per epoch (nats; ln {n} = {math.log(n):.3f} is a uniform guess): "

@@ -401,14 +401,14 @@ def _trained_on(binding: Mapping[str, Any], name: str) -> bool:
     (the ids' prefix, e.g. ``expertqa_grounding:12``), or among its data files (the set's folder, or
     a file named after its source, ``factcg_...``: a sample drawn from it), or in the record of an
     adapter it started from (``trained.init``, followed down the chain)."""
-    trained = binding.get("trained") or {}
-    while trained:
+    from logitjudge.fit.adapter_parts import init_chain
+
+    for trained in init_chain(binding.get("trained")):
         files = [Path(str(d)) for d in trained.get("data") or ()]
         if name in (trained.get("sources") or ()) or any(
             name in d.parts or d.name.startswith(name.split("_")[0]) for d in files
         ):
             return True
-        trained = trained.get("init") or {}
     return False
 
 

@@ -273,7 +273,7 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
     """``fit --adapter``: :func:`logitjudge.fit.adapters.train_adapter`, then its folder under ``--out``."""
     from tqdm import tqdm
 
-    from logitjudge.fit.adapter_parts import check_init_folder, training_part
+    from logitjudge.fit.adapter_parts import check_init_folder, training_rows
     from logitjudge.fit.adapter_steps import split_with_train_only
     from logitjudge.fit.adapters import AdapterTrainingConfig, train_adapter, write_adapter
 
@@ -319,10 +319,8 @@ def _fit_adapter(args: argparse.Namespace, defn: Any, examples: list[Any], train
             raise KeyboardInterrupt
 
     _, train, test, _ = split_with_train_only(examples, train_only, args.holdout, args.seed)
-    # as train_adapter takes them: --max-train-rows of the rows, then the part of those
-    n_train = min(len(train), args.max_train_rows or len(train))
     try:
-        n_train = len(training_part(range(n_train), args.train_part, args.seed))
+        n_train = len(training_rows(train, config)[1])
     except ValueError as exc:
         return _failed(exc)
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler

@@ -28,7 +28,7 @@ from logitjudge.engine.adapters import (
 from logitjudge.fit.adapter_steps import AdapterTrainingConfig, row_identity
 from logitjudge.fit.examples import Example
 
-__all__ = ["check_init_folder", "split_digest", "training_part", "warm_start"]
+__all__ = ["check_init_folder", "init_chain", "split_digest", "training_part", "training_rows", "warm_start"]
 
 
 def training_part(train: Sequence[int], part: tuple[int, int] | None, seed: int) -> list[int]:
@@ -48,6 +48,30 @@ def training_part(train: Sequence[int], part: tuple[int, int] | None, seed: int)
     order = list(train)
     random.Random(seed + 2).shuffle(order)  # seed: --max-train-rows's draw; seed + 1: the report's
     return sorted(order[k - 1 :: n])
+
+
+def training_rows(train: Sequence[int], config: AdapterTrainingConfig) -> tuple[list[int], list[int]]:
+    """(the pass's rows, this part's rows): ``config.max_rows`` of ``train`` (a seeded draw), then
+    :func:`training_part` of those. ``fit``'s progress bar and :func:`~logitjudge.fit.adapters.train_adapter`
+    both take them here, so they count the same rows.
+
+    Raises:
+        ValueError: as :func:`training_part`.
+    """
+    rows = list(train)
+    if config.max_rows is not None and config.max_rows < len(rows):
+        rows = sorted(random.Random(config.seed).sample(rows, config.max_rows))
+    return rows, training_part(rows, config.part, config.seed)
+
+
+def init_chain(trained: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """A binding's ``trained`` record, then the record of the adapter it started from
+    (``trained.init``), and so on down the chain (``[]`` for ``None``)."""
+    chain = []
+    while trained:
+        chain.append(trained)
+        trained = trained.get("init")
+    return chain
 
 
 def split_digest(examples: Sequence[Example], train: Sequence[int], test: Sequence[int]) -> str:
@@ -105,12 +129,7 @@ def warm_start(
         )
     trained = bound.get("trained") or {}
     if part is not None:
-        chain, link = [], trained
-        while link:
-            if link.get("part"):
-                chain.append(link)
-            link = link.get("init") or {}
-        for earlier in chain:
+        for earlier in (link for link in init_chain(trained) if link.get("part")):
             if earlier["part"][1] != part[1]:
                 raise ValueError(f"{where}: a part of {earlier['part'][1]}, this run a part of {part[1]}")
             if earlier["part"][0] == part[0]:

@@ -70,7 +70,8 @@ class AdapterTrainingConfig:
             runs, each started from the last one's adapter (``init``); ``None``: every row.
         init: an adapter folder (ours, or PEFT's activated LoRA) whose A and B start the training
             instead of PEFT's initialisation; it must have this rank, scaling and set of modules
-            and have been trained for this model, prompt and question (:func:`warm_start`).
+            and have been trained for this model, prompt and question
+            (:func:`~logitjudge.fit.adapter_parts.warm_start`).
     """
 
     rank: int = 16

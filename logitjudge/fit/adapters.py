@@ -59,7 +59,7 @@ from logitjudge.engine.adapters import ADAPTER_BINDING, BranchAdapter, load_adap
 from logitjudge.engine.formulas import logsumexp
 from logitjudge.engine.types import EngineRequest
 from logitjudge.errors import AdapterError
-from logitjudge.fit.adapter_parts import split_digest, training_part, warm_start
+from logitjudge.fit.adapter_parts import init_chain, split_digest, training_rows, warm_start
 from logitjudge.fit.adapter_steps import (
     AdapterTrainingConfig,
     BranchRow,
@@ -154,7 +154,7 @@ def train_adapter(
         ValueError: no examples, examples of several question types, multi-token labels, a
             ``config.part`` out of range or empty, a ``config.init`` folder that does not load,
             was trained for other weights or another prompt, or is of another shape, question
-            or pass (:func:`~logitjudge.fit.adapter_steps.warm_start`); each names ``--init-adapter``
+            or pass (:func:`~logitjudge.fit.adapter_parts.warm_start`); each names ``--init-adapter``
             or ``--train-part``.
         KeyboardInterrupt: after writing a checkpoint.
     """
@@ -187,11 +187,8 @@ def train_adapter(
                 "are checked; the model, prompt and question it was trained for cannot be"
             )
     rows = branch_rows(engine, examples)
-    draw = random.Random(config.seed)
-    if config.max_rows is not None and config.max_rows < len(train):
-        train = sorted(draw.sample(train, config.max_rows))
-    split = split_digest(examples, train, test)  # the pass's rows, before its part is taken
-    train = training_part(train, config.part, config.seed)
+    passed, train = training_rows(train, config)
+    split = split_digest(examples, passed, test)  # the pass's rows, before its part is taken
     if train_only:
         extra["rows"] = sum(i >= n_rows for i in train)  # after --max-train-rows: the ones that train
         if log is not None:
@@ -505,12 +502,11 @@ def start_note(trained: dict[str, Any]) -> str:
     if trained.get("part"):
         k, n = trained["part"]
         out.append(f"part {k} of {n} of the training rows")
-    init, chain = trained.get("init"), []
-    while init:
+    chain = []
+    for init in init_chain(trained.get("init")):
         rows = f"{init['rows']} rows" if init.get("rows") is not None else "rows not recorded"
         part = f", part {init['part'][0]} of {init['part'][1]}" if init.get("part") else ""
         chain.append(f"`{init['path']}` (sha256 {init['sha256'][:12]}; {rows}{part})")
-        init = init.get("init")
     if chain:
         out.append("started from " + ", which started from ".join(chain))
     return "; ".join(out)
@@ -536,7 +532,7 @@ def _card(binding: dict[str, Any]) -> str:
         "## Training",
         f"- rows: {t['rows']}{train_only_note(t.get('train_only'))} (held out: {t['held_out_rows']} rows, by group); "
         f"data: {', '.join(t['data']) or '-'}",
-        *([f"- {start_note(t)}"] if start_note(t) else []),
+        *([f"- {started}"] if (started := start_note(t)) else []),
         f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, modules {', '.join(t['targets'])}",
         f"- epochs {t['epochs']}{epochs_note(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
         f"lr {t['lr']}, seed {t['seed']}",
