@@ -45,3 +45,14 @@ def test_the_summary_fits_80_columns_and_wide_shows_every_metric(capsys):
     print_table(summary, wide=True)
     wide = capsys.readouterr().out
     assert "len AUROC" in wide and "  P " in wide and re.search(r"\d\.\d{3} ", wide)  # every column, 3 decimals
+
+
+def test_the_skip_and_err_columns_are_explained_when_they_count_rows(capsys):
+    rows = _rows(6)
+    print_table(summarize(rows))
+    assert "skip:" not in capsys.readouterr().out  # nothing skipped: no note
+    rows[0]["results"]["faithfulness"] = {"status": "skipped", "reason": "no retrieved context"}
+    rows[1]["results"]["chunk_support"] = {"status": "error", "reason": "boom"}
+    print_table(summarize(rows))
+    out = capsys.readouterr().out
+    assert "skip: rows the evaluator did not run" in out and "err: rows whose evaluation failed" in out

@@ -92,6 +92,10 @@ def print_table(summary: dict[str, EvaluatorSummary], wide: bool = False) -> Non
         for _, title in shown:
             if title in notes:
                 print(notes[title])
+        if any(s.skipped for s in summary.values()):
+            print("skip: rows the evaluator did not run (a field it needs was empty: its result's reason)")
+        if any(s.errors for s in summary.values()):
+            print("err: rows whose evaluation failed (its result's reason says why)")
         if len(present) > len(shown):
             print(f"{len(present) - len(shown)} more metric column(s): --wide, or the summary JSON")
     for name, s in summary.items():

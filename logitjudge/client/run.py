@@ -243,6 +243,11 @@ class ResumableRun:
             )
         for rid, why, _ in setup.invalid:
             self._write({"id": rid, "results": {}, "passed": None, "error": why})
+        if bad := [why for _, why, lacks in setup.invalid if not lacks]:  # rows lacking `evaluator`: told above
+            self.notify(
+                f"{len(bad)} of {len(setup.rows)} rows cannot be evaluated; each is written with its "
+                f"`error` and retried on a resume (first: {bad[0]})"
+            )
 
     def _write(self, record: dict[str, Any]) -> None:
         self._writer.write(record)

@@ -187,7 +187,7 @@ def plan_rows(
         if rid in done:
             continue
         try:
-            item = to_item({**raw, "id": rid})
+            item = to_item({**raw, "id": rid}, where=f"row {rid!r}")
             plan = plan_item(item, fixed or selection_for(registry, AUTO, item), strict=False)
         except RequestError as exc:
             lacks = fixed is None and exc.field == ("evaluator",) and not isinstance(raw.get("evaluator"), str)

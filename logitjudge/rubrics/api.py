@@ -70,8 +70,12 @@ class EvaluationRun(BaseModel):
     usage: EvaluateUsage
 
 
-def to_item(raw: Mapping[str, Any] | Item, *, index: int = 0) -> Item:
+def to_item(raw: Mapping[str, Any] | Item, *, index: int = 0, where: str | None = None) -> Item:
     """An :class:`Item` from a dict in our field names or RAGAS names.
+
+    Args:
+        index: the item's place in a request, named by an error ("item 3: ...").
+        where: names the item in an error instead of ``index`` (a data file's "row 'b'").
 
     Raises:
         InvalidRequestError: a field has the wrong type (``field`` names it).
@@ -84,7 +88,7 @@ def to_item(raw: Mapping[str, Any] | Item, *, index: int = 0) -> Item:
         first = exc.errors()[0]
         loc = tuple(first.get("loc", ()))
         raise InvalidRequestError(
-            f"item {index}: {'.'.join(map(str, loc))}: {first.get('msg', 'invalid')}", field=loc
+            f"{where or f'item {index}'}: {'.'.join(map(str, loc))}: {first.get('msg', 'invalid')}", field=loc
         ) from None
 
 

@@ -187,3 +187,16 @@ def test_ask_losing_the_server_says_so_without_the_evaluate_rows_wording():
     with client, pytest.raises(ServerUnreachableError, match=lost_it) as lost:
         client.ask(BODY)
     assert "rows" not in lost.value.message and len(sleeps) == 1
+
+
+def test_an_invalid_row_is_named_by_its_id_written_with_its_error_and_announced(server, tmp_path):
+    rows = [dict(r) for r in ROWS]
+    rows[1] = {**rows[1], "question": 5}  # not a typed question: this row only is refused
+    lines: list[str] = []
+    run = evaluate(server, rows, EVALUATORS.split(","), out=tmp_path / "o.jsonl", notify=lines.append, **KWARGS)
+    bad = next(r for r in run.rows if r["id"] == str(rows[1]["id"]))
+    assert bad["results"] == {} and bad["error"].startswith(
+        f"InvalidRequestError: row {str(rows[1]['id'])!r}: question"
+    )
+    assert run.invalid == 1 and run.ran == len(ROWS) - 1
+    assert any(line.startswith(f"1 of {len(ROWS)} rows cannot be evaluated") for line in lines), lines
