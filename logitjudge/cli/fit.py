@@ -157,7 +157,8 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="K/N",
         help="train on the K-th of N seeded, disjoint parts of the training rows (the held-out rows do not "
-        "change): a pass too long for one sitting as N runs, each with --init-adapter from the last",
+        "change): a pass too long for one sitting as N runs, each with --init-adapter from the last; once "
+        "all N have trained, they may run again as a next pass",
     )
     g.add_argument(
         "--init-adapter",

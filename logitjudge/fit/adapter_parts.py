@@ -4,7 +4,8 @@
 A pass over more rows than one sitting can train runs as N runs over disjoint parts of its
 training rows, each started from the adapter the last one wrote. What makes that safe is checked
 here: the parts share one split (:func:`split_digest`: no part's held-out rows trained in another),
-one N, and no part runs twice; the starting adapter has the run's shape and question.
+one N, and no part runs twice in a pass (:func:`part_pass`: once every part has trained, a second
+pass may start); the starting adapter has the run's shape and question.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import hashlib
 import json
 import math
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,15 @@ from logitjudge.engine.adapters import (
 from logitjudge.fit.adapter_steps import AdapterTrainingConfig, row_identity
 from logitjudge.fit.examples import Example
 
-__all__ = ["check_init_folder", "init_chain", "split_digest", "training_part", "training_rows", "warm_start"]
+__all__ = [
+    "check_init_folder",
+    "init_chain",
+    "part_pass",
+    "split_digest",
+    "training_part",
+    "training_rows",
+    "warm_start",
+]
 
 
 def training_part(train: Sequence[int], part: tuple[int, int] | None, seed: int) -> list[int]:
@@ -74,6 +84,25 @@ def init_chain(trained: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return chain
 
 
+def part_pass(part: tuple[int, int], trained: Mapping[str, Any] | None) -> int:
+    """The pass a run of ``part = (k, n)`` started from an adapter (its binding's ``trained``)
+    makes: 1 + the times part k is in the adapter's chain (:func:`init_chain`).
+
+    Raises:
+        ValueError: part k has trained more often than another part of n: it has trained in
+            this pass already (the next pass starts once every part has trained).
+    """
+    k, n = part
+    counts = Counter(link["part"][0] for link in init_chain(trained) if link.get("part"))
+    behind = [j for j in range(1, n + 1) if counts[j] < counts[k]]
+    if behind:
+        raise ValueError(
+            f"part {k} of {n} has trained already in pass {counts[k]}; "
+            f"part {behind[0]} of it has not (a next pass starts once every part has trained)"
+        )
+    return counts[k] + 1
+
+
 def split_digest(examples: Sequence[Example], train: Sequence[int], test: Sequence[int]) -> str:
     """sha256 of which rows train (before a part is taken) and which are held out, by their content
     (:func:`row_identity`): the parts of one pass must share it, or a part's held-out rows could be
@@ -106,13 +135,14 @@ def warm_start(
     Returns:
         what the binding records (``trained.init``): the folder (absolute), ``sha256`` of its A and
         B (fp32, with the module paths, in path order; the checkpoint's digest includes it) and,
-        from its binding, the evaluator, its rows, part, split digest, data files, sources and
+        from its binding, the evaluator, its rows, part, pass, split digest, data files, sources and
         its own start (``init``), so a chain of runs keeps every run's record.
 
     Raises:
         ValueError: another evaluator, options, set of modules, rank or scaling; a part of a pass
-            whose earlier part had another split, another number of parts or this part already
-            (the message names ``--init-adapter`` and what differs).
+            whose earlier part had another split or another number of parts, or a part that has
+            trained in this pass already (:func:`part_pass`; the message names ``--init-adapter``
+            and what differs).
     """
     where = f"--init-adapter {init.path}"
     bound = init.binding
@@ -132,13 +162,15 @@ def warm_start(
         for earlier in (link for link in init_chain(trained) if link.get("part")):
             if earlier["part"][1] != part[1]:
                 raise ValueError(f"{where}: a part of {earlier['part'][1]}, this run a part of {part[1]}")
-            if earlier["part"][0] == part[0]:
-                raise ValueError(f"{where}: part {part[0]} of {part[1]} has trained already")
             if earlier.get("split_sha256") not in (None, split):
                 raise ValueError(
                     f"{where}: its pass had other training or held-out rows (other rows, --sample, --seed, "
                     "--holdout, --train-rows or --train-sample): this part's held-out rows could have trained"
                 )
+        try:
+            part_pass(part, trained)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
     digest = hashlib.sha256()
     for path in sorted(params):
         a, b = init.weights[path]
@@ -147,7 +179,7 @@ def warm_start(
         digest.update(path.encode())
         digest.update(a.float().contiguous().numpy().tobytes())
         digest.update(b.float().contiguous().numpy().tobytes())
-    keep = ("rows", "part", "split_sha256", "data", "sources", "init")
+    keep = ("rows", "part", "pass", "split_sha256", "data", "sources", "init")
     return {
         "path": str(Path(init.path).resolve()) if init.path else None,
         "sha256": digest.hexdigest(),

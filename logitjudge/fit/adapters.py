@@ -37,7 +37,8 @@ A pass too long for one sitting can also run in parts (``part``: the k-th of n d
 the training rows), each started from the adapter the last one wrote (``init``): the adapter folder
 is 21 MB (rank 16, top 8 layers of the default model), a checkpoint with its optimizer three
 times that, the KV cache gigabytes.
-The binding records the part and the chain of adapters it started from.
+A part runs once a pass; once every part has trained, part 1 may start the next pass (its rows
+in another order). The binding records the part, its pass and the chain of adapters it started from.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from logitjudge.engine.adapters import ADAPTER_BINDING, BranchAdapter, load_adap
 from logitjudge.engine.formulas import logsumexp
 from logitjudge.engine.types import EngineRequest
 from logitjudge.errors import AdapterError
-from logitjudge.fit.adapter_parts import init_chain, split_digest, training_rows, warm_start
+from logitjudge.fit.adapter_parts import init_chain, part_pass, split_digest, training_rows, warm_start
 from logitjudge.fit.adapter_steps import (
     AdapterTrainingConfig,
     BranchRow,
@@ -212,6 +213,9 @@ def train_adapter(
             part=config.part,
             split=split,
         )
+    # the pass this part makes: its rows in another order in each pass (warm_start refused a part
+    # that has trained in this pass already)
+    pass_no = part_pass(config.part, start_from.binding.get("trained")) if config.part and start_from else 1
     work = Path(work)
     store = KVStore(work / "kv", (described["fingerprint"], described["precision"], described["prompt_version"]))
     trainable = [p for ab in params.values() for p in ab]
@@ -282,7 +286,7 @@ def train_adapter(
     start: SharedStart | None = None
     try:
         for epoch in range(state["epoch"], config.epochs):
-            rng = random.Random(config.seed * 1000 + epoch)
+            rng = random.Random(config.seed * 1000 + epoch + 100_000 * (pass_no - 1))
             order = list(train)
             rng.shuffle(order)
             batches = step_batches(order, rows, config.batch_size)
@@ -335,7 +339,7 @@ def train_adapter(
         "held_out_rows": len(test),
         **({"train_only": extra} if train_only else {}),
         "sources": sorted({examples[i].source for i in train}),
-        **({"part": list(config.part)} if config.part else {}),
+        **({"part": list(config.part), "pass": pass_no} if config.part else {}),
         "split_sha256": split,
         **({"init": init} if init else {}),
         "epochs": config.epochs,
@@ -501,11 +505,13 @@ def start_note(trained: dict[str, Any]) -> str:
     out = []
     if trained.get("part"):
         k, n = trained["part"]
-        out.append(f"part {k} of {n} of the training rows")
+        again = f", pass {trained['pass']}" if trained.get("pass", 1) > 1 else ""
+        out.append(f"part {k} of {n} of the training rows{again}")
     chain = []
     for init in init_chain(trained.get("init")):
         rows = f"{init['rows']} rows" if init.get("rows") is not None else "rows not recorded"
-        part = f", part {init['part'][0]} of {init['part'][1]}" if init.get("part") else ""
+        again = f", pass {init['pass']}" if (init.get("pass") or 1) > 1 else ""
+        part = f", part {init['part'][0]} of {init['part'][1]}{again}" if init.get("part") else ""
         chain.append(f"`{init['path']}` (sha256 {init['sha256'][:12]}; {rows}{part})")
     if chain:
         out.append("started from " + ", which started from ".join(chain))

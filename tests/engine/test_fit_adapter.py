@@ -388,7 +388,8 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
         engine, data, replace(cfg, part=(2, 2), init=str(folder)), evaluator="colours@1", work=tmp_path / "w3"
     )
     assert any(not torch.equal(second.adapter.weights[p][1], b) for p, (_, b) in first.adapter.weights.items())
-    binding = json.loads((write_adapter(second, tmp_path / "a2") / ADAPTER_BINDING).read_text())
+    folder2 = write_adapter(second, tmp_path / "a2")
+    binding = json.loads((folder2 / ADAPTER_BINDING).read_text())
     init = binding["trained"]["init"]
     assert init["rows"] == first.trained["rows"] and init["part"] == [1, 2] and init["path"] == str(folder.resolve())
     assert init["split_sha256"] == first.trained["split_sha256"] and init["sources"] == ["colours"]
@@ -398,13 +399,32 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
 
     # the parts of one pass: the same split, the same N, each part once
     for other, why in (
-        (replace(cfg, part=(1, 2)), "part 1 of 2 has trained already"),
+        (replace(cfg, part=(1, 2)), "part 1 of 2 has trained already in pass 1; part 2 of it has not"),
         (replace(cfg, part=(2, 3)), "a part of 2, this run a part of 3"),
         (replace(cfg, part=(2, 2), holdout=0.3), "other training or held-out rows"),
     ):
         with pytest.raises(ValueError, match=why):
             train_adapter(engine, data, replace(other, init=str(folder)), evaluator="colours@1", work=tmp_path / "z")
     assert not (tmp_path / "z").exists()  # refused before anything is written
+    # once every part has trained, a next pass may start: its part 1 again, its rows in another order
+    again = train_adapter(
+        engine, data, replace(cfg, part=(1, 2), init=str(folder2)), evaluator="colours@1", work=tmp_path / "w4"
+    )
+    assert again.trained["pass"] == 2 and again.trained["init"]["pass"] == 1 and first.trained["pass"] == 1
+    assert again.trained["rows"] == first.trained["rows"]
+    folder3 = write_adapter(again, tmp_path / "a3")
+    assert (
+        "part 1 of 2 of the training rows, pass 2; started from"
+        in (tmp_path / "a3" / "colours" / "CARD.md").read_text()
+    )
+    with pytest.raises(ValueError, match="part 1 of 2 has trained already in pass 2; part 2 of it has not"):
+        train_adapter(
+            engine,
+            data,
+            replace(cfg, part=(1, 2), init=str(folder3)),
+            evaluator="colours@1",
+            work=tmp_path / "z",
+        )
     # what the folder's files can tell is checked before a model loads (fit's CLI does it first)
     check_init_folder(folder, cfg, "colours@1")
     for other, evaluator, why in (
