@@ -93,7 +93,9 @@ def print_table(summary: dict[str, EvaluatorSummary], wide: bool = False) -> Non
             if title in notes:
                 print(notes[title])
         if any(s.skipped for s in summary.values()):
-            print("skip: rows the evaluator did not run (a field it needs was empty: its result's reason)")
+            print(
+                "skip: rows the evaluator did not run (e.g. a field it needs is missing or empty: its result's reason)"
+            )
         if any(s.errors for s in summary.values()):
             print("err: rows whose evaluation failed (its result's reason says why)")
         if len(present) > len(shown):

@@ -27,6 +27,7 @@ from logitjudge.client.runfile import (
     Pending,
     RunFile,
     check_out,
+    named,
     nothing_plannable,
     plan_rows,
     result_record,
@@ -243,10 +244,11 @@ class ResumableRun:
             )
         for rid, why, _ in setup.invalid:
             self._write({"id": rid, "results": {}, "passed": None, "error": why})
-        if bad := [why for _, why, lacks in setup.invalid if not lacks]:  # rows lacking `evaluator`: told above
+        if bad := [(rid, why) for rid, why, lacks in setup.invalid if not lacks]:  # lacking `evaluator`: told above
+            kept = "written with its `error` and retried on a resume" if file is not None else "kept with its `error`"
             self.notify(
-                f"{len(bad)} of {len(setup.rows)} rows cannot be evaluated; each is written with its "
-                f"`error` and retried on a resume (first: {bad[0]})"
+                f"{len(bad)} of {len(setup.rows)} rows cannot be evaluated; each is {kept}, and none is in the "
+                f"summary (first: {named(*bad[0])})"
             )
 
     def _write(self, record: dict[str, Any]) -> None:

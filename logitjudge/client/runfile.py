@@ -38,6 +38,7 @@ __all__ = [
     "ENGINE_KEYS",
     "Pending",
     "row_ids",
+    "named",
     "check_out",
     "selection_record",
     "selection_differences",
@@ -197,6 +198,11 @@ def plan_rows(
     return pending, invalid
 
 
+def named(rid: str, why: str) -> str:
+    """An invalid row's error for a person, with the row's id unless the error names it already."""
+    return why if f"row {rid!r}" in why else f"row {rid!r}: {why}"
+
+
 def nothing_plannable(data: str, invalid: Sequence[tuple[str, str, bool]]) -> str:
     """Why no row of ``data`` can run (every row is in ``invalid``), for a person."""
     lacking = sum(lacks for *_, lacks in invalid)
@@ -209,7 +215,7 @@ def nothing_plannable(data: str, invalid: Sequence[tuple[str, str, bool]]) -> st
     first = next((rid, why) for rid, why, lacks in invalid if not lacks)
     return (
         f"{data}: no row can be evaluated ({len(invalid) - lacking} invalid rows, {lacking} without an "
-        f"`evaluator` field while --evaluators is auto); first: {first[0]}: {first[1]}. Nothing was run or written."
+        f"`evaluator` field while --evaluators is auto); first: {named(*first)}. Nothing was run or written."
     )
 
 

@@ -86,7 +86,8 @@ def init_chain(trained: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 
 def part_pass(part: tuple[int, int], trained: Mapping[str, Any] | None) -> int:
     """The pass a run of ``part = (k, n)`` started from an adapter (its binding's ``trained``)
-    makes: 1 + the times part k is in the adapter's chain (:func:`init_chain`).
+    makes: 1 + the times part k is in the adapter's chain (:func:`init_chain`). The chain's parts
+    are taken to be parts of n (:func:`warm_start` refuses a chain of another n first).
 
     Raises:
         ValueError: part k has trained more often than another part of n: it has trained in
@@ -97,8 +98,8 @@ def part_pass(part: tuple[int, int], trained: Mapping[str, Any] | None) -> int:
     behind = [j for j in range(1, n + 1) if counts[j] < counts[k]]
     if behind:
         raise ValueError(
-            f"part {k} of {n} has trained already in pass {counts[k]}; "
-            f"part {behind[0]} of it has not (a next pass starts once every part has trained)"
+            f"part {k} of {n} has trained already in pass {counts[k]}; part {behind[0]} of {n} has not trained "
+            f"in pass {counts[k]} yet (a next pass starts once every part has trained)"
         )
     return counts[k] + 1
 

@@ -37,7 +37,7 @@ A pass too long for one sitting can also run in parts (``part``: the k-th of n d
 the training rows), each started from the adapter the last one wrote (``init``): the adapter folder
 is 21 MB (rank 16, top 8 layers of the default model), a checkpoint with its optimizer three
 times that, the KV cache gigabytes.
-A part runs once a pass; once every part has trained, part 1 may start the next pass (its rows
+A part runs once a pass; once every part has trained, any part may start the next pass (its rows
 in another order). The binding records the part, its pass and the chain of adapters it started from.
 """
 

@@ -199,4 +199,5 @@ def test_an_invalid_row_is_named_by_its_id_written_with_its_error_and_announced(
         f"InvalidRequestError: row {str(rows[1]['id'])!r}: question"
     )
     assert run.invalid == 1 and run.ran == len(ROWS) - 1
-    assert any(line.startswith(f"1 of {len(ROWS)} rows cannot be evaluated") for line in lines), lines
+    notice = next(line for line in lines if line.startswith(f"1 of {len(ROWS)} rows cannot be evaluated"))
+    assert "none is in the summary" in notice and f"first: InvalidRequestError: row {str(rows[1]['id'])!r}" in notice

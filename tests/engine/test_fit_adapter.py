@@ -399,7 +399,10 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
 
     # the parts of one pass: the same split, the same N, each part once
     for other, why in (
-        (replace(cfg, part=(1, 2)), "part 1 of 2 has trained already in pass 1; part 2 of it has not"),
+        (
+            replace(cfg, part=(1, 2)),
+            "part 1 of 2 has trained already in pass 1; part 2 of 2 has not trained in pass 1 yet",
+        ),
         (replace(cfg, part=(2, 3)), "a part of 2, this run a part of 3"),
         (replace(cfg, part=(2, 2), holdout=0.3), "other training or held-out rows"),
     ):
@@ -417,7 +420,9 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
         "part 1 of 2 of the training rows, pass 2; started from"
         in (tmp_path / "a3" / "colours" / "CARD.md").read_text()
     )
-    with pytest.raises(ValueError, match="part 1 of 2 has trained already in pass 2; part 2 of it has not"):
+    with pytest.raises(
+        ValueError, match="part 1 of 2 has trained already in pass 2; part 2 of 2 has not trained in pass 2 yet"
+    ):
         train_adapter(
             engine,
             data,
