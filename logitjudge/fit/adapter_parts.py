@@ -87,7 +87,8 @@ def init_chain(trained: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
 def part_pass(part: tuple[int, int], trained: Mapping[str, Any] | None) -> int:
     """The pass a run of ``part = (k, n)`` started from an adapter (its binding's ``trained``)
     makes: 1 + the times part k is in the adapter's chain (:func:`init_chain`). The chain's parts
-    are taken to be parts of n (:func:`warm_start` refuses a chain of another n first).
+    are taken to be parts of n (:func:`warm_start` refuses a chain of another n first); ``trained``
+    may be the record :func:`warm_start` returns, which keeps the chain.
 
     Raises:
         ValueError: part k has trained more often than another part of n: it has trained in
@@ -141,9 +142,9 @@ def warm_start(
 
     Raises:
         ValueError: another evaluator, options, set of modules, rank or scaling; a part of a pass
-            whose earlier part had another split or another number of parts, or a part that has
-            trained in this pass already (:func:`part_pass`; the message names ``--init-adapter``
-            and what differs).
+            whose earlier part had another split or another number of parts (the message names
+            ``--init-adapter`` and what differs). A part that has trained in this pass already is
+            refused by :func:`part_pass` of the record returned.
     """
     where = f"--init-adapter {init.path}"
     bound = init.binding
@@ -168,10 +169,6 @@ def warm_start(
                     f"{where}: its pass had other training or held-out rows (other rows, --sample, --seed, "
                     "--holdout, --train-rows or --train-sample): this part's held-out rows could have trained"
                 )
-        try:
-            part_pass(part, trained)
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
     digest = hashlib.sha256()
     for path in sorted(params):
         a, b = init.weights[path]

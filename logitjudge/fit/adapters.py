@@ -48,7 +48,7 @@ import json
 import random
 import resource
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -213,9 +213,12 @@ def train_adapter(
             part=config.part,
             split=split,
         )
-    # the pass this part makes: its rows in another order in each pass (warm_start refused a part
-    # that has trained in this pass already)
-    pass_no = part_pass(config.part, start_from.binding.get("trained")) if config.part and start_from else 1
+    pass_no = 1  # the pass this part makes: its rows in another order in each pass
+    if config.part is not None and init is not None:
+        try:
+            pass_no = part_pass(config.part, init)
+        except ValueError as exc:
+            raise ValueError(f"--init-adapter {config.init}: {exc}") from None
     work = Path(work)
     store = KVStore(work / "kv", (described["fingerprint"], described["precision"], described["prompt_version"]))
     trainable = [p for ab in params.values() for p in ab]
@@ -498,6 +501,11 @@ def train_only_note(extra: dict[str, int] | None) -> str:
     return f", {extra['rows']} of them training-only rows ({left} more left out: held-out group or already present)"
 
 
+def _pass_note(trained: Mapping[str, Any]) -> str:
+    """``", pass 2"`` for a part of a second or later pass (``trained.pass``), else ``""``."""
+    return f", pass {trained['pass']}" if (trained.get("pass") or 1) > 1 else ""
+
+
 def start_note(trained: dict[str, Any]) -> str:
     """What a run trained from, for a card or a report: ``"part 2 of 3 of the training rows;
     started from `DIR` (...)"`` from a binding's ``trained`` (``part``, ``init``); ``""`` for a whole
@@ -505,13 +513,11 @@ def start_note(trained: dict[str, Any]) -> str:
     out = []
     if trained.get("part"):
         k, n = trained["part"]
-        again = f", pass {trained['pass']}" if trained.get("pass", 1) > 1 else ""
-        out.append(f"part {k} of {n} of the training rows{again}")
+        out.append(f"part {k} of {n} of the training rows{_pass_note(trained)}")
     chain = []
     for init in init_chain(trained.get("init")):
         rows = f"{init['rows']} rows" if init.get("rows") is not None else "rows not recorded"
-        again = f", pass {init['pass']}" if (init.get("pass") or 1) > 1 else ""
-        part = f", part {init['part'][0]} of {init['part'][1]}{again}" if init.get("part") else ""
+        part = f", part {init['part'][0]} of {init['part'][1]}{_pass_note(init)}" if init.get("part") else ""
         chain.append(f"`{init['path']}` (sha256 {init['sha256'][:12]}; {rows}{part})")
     if chain:
         out.append("started from " + ", which started from ".join(chain))
