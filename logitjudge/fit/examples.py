@@ -95,11 +95,11 @@ def head_examples(defn: EvaluatorDef, rows: Iterable[Mapping[str, Any]], *, labe
     kind = kind_of(defn)
     out: list[Example] = []
     for n, row in enumerate(rows):
-        item = to_item(row, index=n)
+        rid = row.get("id", n)
+        item = to_item(row, where=f"row {rid!r}")
         gold = row.get("gold") or {}
         rid_text = str(row.get("id", ""))
         source = rid_text.split(":", 1)[0] if ":" in rid_text else "rows"
-        rid = row.get("id", n)
         if defn.head is None:
             if not all(item.has(f) for f in defn.required) or not isinstance(gold, Mapping):
                 continue

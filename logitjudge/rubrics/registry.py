@@ -110,7 +110,8 @@ class Registry:
         hint = (
             f"; did you mean {' or '.join(repr(s) for s in suggestions)}?"
             if suggestions
-            else f"; known: {', '.join(self.names())}"
+            else f"; evaluators: {', '.join(self.evaluators)}; suites: {', '.join(self.suites)} "
+            "(name@version pins an earlier version)"
         )
         return UnknownEvaluatorError(
             f"Unknown evaluator {name!r}{hint}", name=name, suggestions=suggestions, field=field

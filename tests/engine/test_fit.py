@@ -12,6 +12,7 @@ import torch
 
 from logitjudge.engine.heads import load_heads
 from logitjudge.engine.types import EngineRequest
+from logitjudge.errors import InvalidRequestError
 from logitjudge.fit import extract, fit_head, head_examples, write_head
 from logitjudge.rubrics.registry import default_registry
 
@@ -52,6 +53,8 @@ def test_examples_follow_the_evaluator_question():
         head_examples(defn, [{**rows(1)[0], "gold": {"per_chunk": ["maybe"]}}])
     with pytest.raises(ValueError, match="not read by a trained head"):
         head_examples(default_registry().get("chunk_support@3"), rows(1))
+    with pytest.raises(InvalidRequestError, match=r"^row 'toy:1': context"):
+        head_examples(defn, [rows(1)[0], {**rows(2)[1], "context": 7}])
 
 
 def test_fit_cache_head_and_serving_agree(tiny_llama, tmp_path):

@@ -135,9 +135,12 @@ def test_did_you_mean():
     assert info.value.suggestions[0] == "faithfulness"
 
 
-def test_unknown_name_far_from_everything_lists_the_known_names():
-    with pytest.raises(UnknownEvaluatorError, match="known: chunk_relevance"):
+def test_unknown_name_far_from_everything_lists_the_evaluators_and_suites_not_every_version():
+    with pytest.raises(UnknownEvaluatorError) as info:
         default_registry().select(["zzzz"])
+    message = info.value.message
+    assert "evaluators: chunk_relevance, chunk_support" in message and "suites: RAG" in message
+    assert "chunk_support@1" not in message and "name@version" in message
 
 
 def test_suite_expansion_order_dedup_and_explicit_flag():
