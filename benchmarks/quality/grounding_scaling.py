@@ -46,19 +46,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _re
 
 from _results import RESULTS, run_metadata, write_result  # noqa: E402
 from quality import best_threshold_accuracy  # noqa: E402
-from threshold_transfer import MODEL, SOURCES, source_scores  # noqa: E402
+from threshold_transfer import MODEL, SOURCES, platt, raw_score, shipped_calibration, source_scores  # noqa: E402
 
 from logitjudge.engine.answers import noul_distribution  # noqa: E402
-from logitjudge.engine.calibration import (  # noqa: E402
-    EVALUATOR_BIAS_RANGE,
-    SHIPPED_DIR,
-    Calibration,
-    LabelledDistribution,
-    Scaling,
-    fit_scaling,
-)
+from logitjudge.engine.calibration import EVALUATOR_BIAS_RANGE, LabelledDistribution, Scaling, fit_scaling  # noqa: E402
 from logitjudge.rubrics.samples import bootstrap_interval  # noqa: E402
-from logitjudge.rubrics.scoring import contrast_probability  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[3] / "shared/data/train/expertqa_grounding/train.jsonl"
 
@@ -87,12 +79,9 @@ def read_claims(raw: Path, data: Path, noul: Scaling | None) -> dict[str, np.nda
                 raise ValueError(f"{raw}: scored under a calibration; run with --calibration none")
             if str(r["id"]) not in meta:
                 raise ValueError(f"{raw}: row {r['id']!r} is not in {data}")
-            s = contrast_probability(res["x_p_yes_with_context"], res["x_p_yes_without_context"])
-            if noul is not None:
-                s = Scaling(noul.temperature).apply(noul_distribution(s))[0]
             m = meta[str(r["id"])]
             out["id"].append(str(r["id"]))
-            out["score"].append(s)
+            out["score"].append(raw_score(res, noul))
             out["gold"].append(passed)
             out["group"].append(str(m.get("group", r["id"])))
             out["system"].append(str(m.get("system", "-")))
@@ -111,10 +100,6 @@ def balanced_fit(score: np.ndarray, gold: np.ndarray, groups: np.ndarray, seed: 
     ]
     scaling, _ = fit_scaling(samples, allow_bias=True, bias_range=EVALUATOR_BIAS_RANGE)
     return scaling
-
-
-def platt(scaling: Scaling, score: np.ndarray) -> np.ndarray:
-    return np.asarray([scaling.apply(noul_distribution(float(s)))[0] for s in score])
 
 
 def balanced_ece(p: np.ndarray, gold: np.ndarray, bins: int = 10) -> float:
@@ -152,8 +137,7 @@ def figures(p: np.ndarray, gold: np.ndarray, groups: np.ndarray, resamples: int,
 
 def measure(raw: Path, data: Path, folds: int = 5, resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Every figure of the module docstring."""
-    shipped_path = next(p for p in sorted(SHIPPED_DIR.glob("*.json")) if p.name.startswith(MODEL))
-    shipped = Calibration.load(shipped_path)
+    shipped_path, shipped = shipped_calibration()
     noul, platt_shipped = shipped.scalings.get("noul:2"), shipped.evaluators["faithfulness@2"]
     d = read_claims(raw, data, noul)
     score, gold, groups = d["score"], d["gold"], d["group"]
@@ -196,14 +180,14 @@ def measure(raw: Path, data: Path, folds: int = 5, resamples: int = 1000, seed: 
     for name, tag in SOURCES.items():
         other = source_scores(RESULTS / f"quality-{MODEL}-{tag}.json", noul)
         g = other["gold"].astype(bool)
-        transfer[name] = {
-            "n": int(len(g)),
-            "gold_passes": int(g.sum()),
-            "shipped": float(((platt(platt_shipped, other["score"]) >= 0.5) == g).mean()),
-            "fitted": float(((platt(everything, other["score"]) >= 0.5) == g).mean()),
-            "shipped_balanced": float(balanced_accuracy_score(g, platt(platt_shipped, other["score"]) >= 0.5)),
-            "fitted_balanced": float(balanced_accuracy_score(g, platt(everything, other["score"]) >= 0.5)),
+        passes = {
+            "shipped": platt(platt_shipped, other["score"]) >= 0.5,
+            "fitted": platt(everything, other["score"]) >= 0.5,
         }
+        transfer[name] = {"n": int(len(g)), "gold_passes": int(g.sum())}
+        for reader, passed in passes.items():
+            transfer[name][reader] = float((passed == g).mean())
+            transfer[name][f"{reader}_balanced"] = float(balanced_accuracy_score(g, passed))
     result["other_sources"] = transfer
     return {
         "model": MODEL,

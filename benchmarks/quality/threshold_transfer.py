@@ -71,19 +71,27 @@ def source_scores(path: Path, noul_scaling: Scaling | None) -> dict[str, np.ndar
             passed = ((r.get("gold") or {}).get("passed") or {}).get("faithfulness")
             if not res or res.get("status") != "ok" or res.get("version") != "2" or not isinstance(passed, bool):
                 continue
-            if calibrated:
-                s = float(res["x_score_uncalibrated"])
-            else:  # an uncalibrated run: the contrast of its two P(yes), under the shipped temperature
-                s = contrast_probability(res["x_p_yes_with_context"], res["x_p_yes_without_context"])
-                if noul_scaling is not None:
-                    s = Scaling(noul_scaling.temperature).apply(noul_distribution(s))[0]
-            score.append(s)
+            score.append(float(res["x_score_uncalibrated"]) if calibrated else raw_score(res, noul_scaling))
             gold.append(passed)
             group.append(item_group(r["id"]))
     return {"score": np.asarray(score), "gold": np.asarray(gold), "group": np.asarray(group)}
 
 
-def _platt(scaling: Scaling, scores: np.ndarray) -> np.ndarray:
+def raw_score(res: dict[str, Any], noul_scaling: Scaling | None) -> float:
+    """An uncalibrated run's faithfulness v2 result as the shipped buckets would score it: the
+    contrast of its two P(yes) under the ``noul:2`` temperature, before the evaluator scaling."""
+    s = contrast_probability(res["x_p_yes_with_context"], res["x_p_yes_without_context"])
+    return s if noul_scaling is None else Scaling(noul_scaling.temperature).apply(noul_distribution(s))[0]
+
+
+def shipped_calibration() -> tuple[Path, Calibration]:
+    """The default model's shipped calibration file and its contents."""
+    path = next(p for p in sorted(SHIPPED_DIR.glob("*.json")) if p.name.startswith(MODEL))
+    return path, Calibration.load(path)
+
+
+def platt(scaling: Scaling, scores: np.ndarray) -> np.ndarray:
+    """``scaling`` (a Platt scaling of a yes/no score) applied to each of ``scores``, shape (N,)."""
     return np.asarray([scaling.apply(noul_distribution(float(s)))[0] for s in scores])
 
 
@@ -95,9 +103,8 @@ def _accuracy(gold: np.ndarray, p: np.ndarray, groups: np.ndarray, resamples: in
 
 def measure(resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """Per source: n, AUROC, and accuracy at 0.5 uncalibrated, shipped, pooled leave-one-out and at the best cut."""
-    shipped_path = next(p for p in sorted(SHIPPED_DIR.glob("*.json")) if p.name.startswith(MODEL))
-    shipped = Calibration.load(shipped_path)
-    platt = shipped.evaluators["faithfulness@2"]
+    shipped_path, shipped = shipped_calibration()
+    shipped_platt = shipped.evaluators["faithfulness@2"]
     data = {
         name: source_scores(RESULTS / f"quality-{MODEL}-{tag}.json", shipped.scalings.get("noul:2"))
         for name, tag in SOURCES.items()
@@ -118,9 +125,9 @@ def measure(resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
             "gold_passes": int(gold.sum()),
             "auroc": float(roc_auc_score(gold, score)),
             "uncalibrated": _accuracy(gold, score, groups, resamples, seed),
-            "shipped": _accuracy(gold, _platt(platt, score), groups, resamples, seed),
+            "shipped": _accuracy(gold, platt(shipped_platt, score), groups, resamples, seed),
             "pooled_leave_one_out": {
-                **_accuracy(gold, _platt(pooled, score), groups, resamples, seed),
+                **_accuracy(gold, platt(pooled, score), groups, resamples, seed),
                 "temperature": pooled.temperature,
                 "bias": pooled.bias,
                 "fitted_on": int(len(others)),
@@ -139,7 +146,7 @@ def measure(resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
         "model": MODEL,
         "shipped": shipped_path.name,
         "shipped_digest": shipped.digest,
-        "platt": [platt.temperature, platt.bias],
+        "platt": [shipped_platt.temperature, shipped_platt.bias],
         "sources": out,
     }
 
