@@ -34,7 +34,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # quality.py beside it
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 
-from _results import RESULTS, write_result  # noqa: E402
+from _results import RESULTS, run_metadata, write_result  # noqa: E402
 from quality import best_threshold_accuracy  # noqa: E402
 
 from logitjudge.engine.answers import noul_distribution  # noqa: E402
@@ -187,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     result["command"] = " ".join(
         ["python", "benchmarks/quality/threshold_transfer.py", *(sys.argv[1:] if argv is None else argv)]
     )
+    result["metadata"] = run_metadata()
     write_result(Path(args.out_dir), f"threshold-transfer-{MODEL}", result, markdown(result))
     print(markdown(result))
     return 0

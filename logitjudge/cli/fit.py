@@ -47,15 +47,18 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``fit`` subcommand to the main CLI's subparsers."""
     p = subparsers.add_parser(
         "fit",
-        help="train the head an evaluator reads (e.g. chunk_support) for this model from labelled rows",
-        description="Features through the engine (cached), layer and regularisation by grouped cross-validation, "
-        "a held-out report, and a head folder for `evaluate`/`serve --heads`.",
+        help="train the head (or, with --adapter, the branch adapter) an evaluator reads, from labelled rows",
+        description="A head: features through the engine (cached), layer and regularisation by grouped "
+        "cross-validation, a held-out report, and a head folder for `evaluate`/`serve --heads`. With --adapter: "
+        "an activated LoRA on the question branches (the states' KV cached), checkpoints and resume, a held-out "
+        "report, and an adapter folder for `evaluate`/`serve --adapters`.",
     )
     p.add_argument("rows", nargs="+", help="labelled rows: .jsonl, .csv or .parquet files")
     p.add_argument(
         "--evaluator",
         default="chunk_support",
-        help="the evaluator whose head (or with --adapter, adapter) to train (name or name@version)",
+        help="the evaluator whose head (or with --adapter, adapter) to train (name or name@version; "
+        "default: chunk_support)",
     )
     p.add_argument(
         "--out",
@@ -66,7 +69,7 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--label-key",
         default="label",
         help="for an evaluator of one question over the item (e.g. faithfulness): the gold field holding the label "
-        "(a bool for yes/no, an option name or a level index)",
+        "(a bool for yes/no, an option name or a level index; default: label)",
     )
     p.add_argument(
         "--sample",
