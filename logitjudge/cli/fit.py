@@ -58,7 +58,7 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--evaluator",
         default="chunk_support",
         help="the evaluator whose head (or with --adapter, adapter) to train (name or name@version; "
-        "default: chunk_support)",
+        "default: %(default)s)",
     )
     p.add_argument(
         "--out",
@@ -69,7 +69,7 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--label-key",
         default="label",
         help="for an evaluator of one question over the item (e.g. faithfulness): the gold field holding the label "
-        "(a bool for yes/no, an option name or a level index; default: label)",
+        "(a bool for yes/no, an option name or a level index; default: %(default)s)",
     )
     p.add_argument(
         "--sample",
