@@ -425,6 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=4, help="items per engine batch")
     ap.add_argument("--state-cache-mb", type=int, default=4096, help="state KV kept between the two passes")
     ap.add_argument(
+        "--dtype",
+        default=None,
+        help="engine precision (default auto: mixed on CPUs with native bf16, else float32); give "
+        "float32 to compare with figures measured in float32",
+    )
+    ap.add_argument(
         "--faithfulness-only",
         action="store_true",
         help="ask only faithfulness, on the claim sets (the per-passage readers are not run)",
@@ -464,7 +470,13 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(
                 f"{folder} was trained on rows of {', '.join(trained_on)}: its figures there would not be held out"
             )
-    judge = Judge.load(args.model, calibration="shipped", adapters=adapters or None, state_cache_mb=args.state_cache_mb)
+    judge = Judge.load(
+        args.model,
+        calibration="shipped",
+        adapters=adapters or None,
+        state_cache_mb=args.state_cache_mb,
+        dtype=args.dtype,
+    )
     installed = list(judge.engine.adapters.values())
     record: dict[str, Any] = {
         "command": "python benchmarks/quality/grounding.py " + " ".join(argv if argv is not None else sys.argv[1:]),
