@@ -252,12 +252,18 @@ def test_a_sliding_window_model_is_refused_before_training(make_tiny, tmp_path):
 @pytest.mark.parametrize(("model", "dtype"), [("llama", "float32"), ("llama", "mixed")])
 def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tiny, tmp_path, model, dtype):
     """The first epoch runs the start every state shares once and continues its KV over each
-    state: the keys and values the full forward of each state gives, up to one bf16 rounding step
-    of the stored KV (a wrong position or a missing start would move them far more), in fp32 and
-    in mixed precision (the state in bf16, its cache upcast)."""
+    state: the keys and values the full forward of each state gives. In fp32, up to one bf16
+    rounding step of the stored KV. In mixed precision (the state in bf16) the matrix products
+    round in bf16 too, and on a CPU with native bf16 their blocking differs between the one
+    forward and the two: a few bf16 steps on about 1% of the values, measured on AVX512-BF16 (0.06
+    where the bf16 forward is 0.8 from fp32's). So there the continuation must stay within a
+    quarter of bf16's own error against an fp32 forward of the same weights; a wrong position or
+    a missing start would move the keys by their own scale (about 14), far more. One bf16 step
+    holds on CPUs without native bf16 in both precisions."""
     from logitjudge.fit.adapter_steps import KVStore, branch_rows, shared_start, state_kv
 
     engine = make_tiny(model, state_cache_mb=0, dtype=dtype)
+    reference = make_tiny(model, state_cache_mb=0, dtype="float32") if dtype == "mixed" else None
     rows = branch_rows(engine, examples()[:6])
     start = shared_start(engine, rows)
     assert start is not None and 0 < len(start.ids) < min(len(r.prefix) for r in rows)
@@ -266,11 +272,14 @@ def test_a_state_continued_from_the_shared_start_equals_its_own_forward(make_tin
     for r in rows:
         full = state_kv(engine, r.prefix, KVStore(tmp_path / "full", ("t",)))
         continued = state_kv(engine, r.prefix, KVStore(tmp_path / "continued", ("t",)), start)
-        assert len(full) == len(continued)
-        for (k0, v0), (k1, v1) in zip(full, continued):
+        fp32 = state_kv(reference, r.prefix, KVStore(tmp_path / "fp32", ("t",))) if reference else full
+        assert len(full) == len(continued) == len(fp32)
+        for (k0, v0), (k1, v1), (k2, v2) in zip(full, continued, fp32):
             assert k0.shape == k1.shape == (k0.shape[0], len(r.prefix), k0.shape[2])
-            for a, b in ((k0, k1), (v0, v1)):
-                assert torch.allclose(a.float(), b.float(), rtol=2**-7, atol=1e-5)
+            for a, b, ref in ((k0, k1, k2), (v0, v1, v2)):
+                a, b, ref = a.float(), b.float(), ref.float()
+                one_step = torch.allclose(a, b, rtol=2**-7, atol=1e-5)
+                assert one_step or (reference is not None and (a - b).abs().max() <= 0.25 * (a - ref).abs().max())
                 assert (a != b).float().mean() < 0.02  # most are bit-identical
     assert shared_start(engine, rows[:1]) is not None  # one state: all but its last token
 
