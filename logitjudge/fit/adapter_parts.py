@@ -179,7 +179,7 @@ def warm_start(
         digest.update(b.float().contiguous().numpy().tobytes())
     keep = ("rows", "part", "pass", "split_sha256", "data", "sources", "init")
     return {
-        "path": str(Path(init.path).resolve()) if init.path else None,
+        "path": str(init.path) if init.path else None,  # as given, like the data files (no machine paths)
         "sha256": digest.hexdigest(),
         "evaluator": bound.get("evaluator"),
         **{k: trained.get(k) for k in keep},

@@ -400,7 +400,7 @@ def test_a_pass_in_parts_each_started_from_the_last_adapter(engine, tmp_path):
     folder2 = write_adapter(second, tmp_path / "a2")
     binding = json.loads((folder2 / ADAPTER_BINDING).read_text())
     init = binding["trained"]["init"]
-    assert init["rows"] == first.trained["rows"] and init["part"] == [1, 2] and init["path"] == str(folder.resolve())
+    assert init["rows"] == first.trained["rows"] and init["part"] == [1, 2] and init["path"] == str(folder)
     assert init["split_sha256"] == first.trained["split_sha256"] and init["sources"] == ["colours"]
     assert init["sha256"] == still.trained["init"]["sha256"] and binding["trained"]["part"] == [2, 2]
     card = (tmp_path / "a2" / "colours" / "CARD.md").read_text()
