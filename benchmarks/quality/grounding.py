@@ -2,7 +2,8 @@
 
     python benchmarks/quality/grounding.py [--model qwen2.5-coder-1.5b] [--adapters DIR[,DIR]]
         [--sets factcheckgpt_chunk_support,vitaminc] [--set-limits factcheckgpt_chunk_support=30]
-        [--seed 0] [--faithfulness-only] [--tag NAME] [--rebuild benchmarks/results/grounding-....json]
+        [--seed 0] [--faithfulness-only] [--dtype float32] [--tag NAME]
+        [--rebuild benchmarks/results/grounding-....json]
 
 Per (claim, passage) cell, ``chunk_support@4`` answers "supports / contradicts / unrelated" over
 the passage alone. One run answers every cell twice in the same process: with the branch adapters
@@ -65,6 +66,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _re
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # rag_quality's bootstrap
 from _results import DATA, RESULTS, run_metadata  # noqa: E402
 from rag_quality import _cell, figure  # noqa: E402
+
+from logitjudge.engine.config import DTYPE_CHOICES  # noqa: E402
 
 SETS = ("factcheckgpt_chunk_support", "vitaminc")
 EVALUATOR = "chunk_support@4"
@@ -427,8 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--dtype",
         default=None,
-        help="engine precision (default auto: mixed on CPUs with native bf16, else float32); give "
-        "float32 to compare with figures measured in float32",
+        choices=DTYPE_CHOICES,
+        help="engine precision (default auto: bf16 on GPUs, fp16 where they lack it; on a CPU with native "
+        "bf16 mixed, else float32); give float32 to compare with figures measured in float32",
     )
     ap.add_argument(
         "--faithfulness-only",

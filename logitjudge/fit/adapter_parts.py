@@ -135,10 +135,11 @@ def warm_start(
         part: the run's ``(k, n)``, or ``None``; split: its :func:`split_digest`.
 
     Returns:
-        what the binding records (``trained.init``): the folder (absolute), ``sha256`` of its A and
-        B (fp32, with the module paths, in path order; the checkpoint's digest includes it) and,
-        from its binding, the evaluator, its rows, part, pass, split digest, data files, sources and
-        its own start (``init``), so a chain of runs keeps every run's record.
+        what the binding records (``trained.init``): the folder as given (``--init-adapter``'s
+        argument), ``sha256`` of its A and B (fp32, with the module paths, in path order; the
+        checkpoint's digest includes it) and, from its binding, the evaluator, its rows, part,
+        pass, split digest, data files, sources and its own start (``init``), so a chain of runs
+        keeps every run's record.
 
     Raises:
         ValueError: another evaluator, options, set of modules, rank or scaling; a part of a pass
