@@ -52,8 +52,8 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         f"Against `{record['reference']}` (`{record['reference_command']}`).",
         "",
         f"{meta['date']}, commit {meta.get('git_sha', '?')}, torch {meta.get('torch')}, {meta.get('device_name')}.",
-        f"The run: {record['steps']} steps, {record['rows_trained']} rows in {record['seconds']:.0f} s "
-        f"({record['seconds_per_row']:.2f} s per row).",
+        f"The run: {record['steps']} steps of {record['batch_size']} rows in {record['seconds']:.0f} s "
+        f"({record['seconds_per_row']:.2f} s per row; a last step may be short).",
         "",
         summary.strip(),
         "",
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "reference": args.reference.name,
         "reference_command": ref["command"],
         "steps": len(losses),
-        "rows_trained": len(losses) * batch,
+        "batch_size": batch,
         "seconds": seconds,
         "seconds_per_row": seconds / max(1, len(losses) * batch),
         "losses": losses,
