@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
-from _results import RESULTS, run_metadata  # noqa: E402
+from _results import RESULTS, run_metadata, write_result  # noqa: E402
 
 from logitjudge.fit.adapters import epochs_note, start_note, train_only_note  # noqa: E402
 
@@ -113,11 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         "loss": loss_curve([float(x) for x in saved["state"]["losses"]], steps),
         "metadata": run_metadata(device="cpu"),
     }
-    out = args.out_dir / f"adapter-{args.tag}-{binding['model']}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     summary = args.summary.read_text(encoding="utf-8") if args.summary else ""
-    out.with_suffix(".md").write_text(markdown(record, summary), encoding="utf-8")
-    print(out.with_suffix(".md").read_text(encoding="utf-8"))
+    stem = f"adapter-{args.tag}-{binding['model']}"
+    print(write_result(args.out_dir, stem, record, markdown(record, summary)).read_text("utf-8"))
     return 0
 
 

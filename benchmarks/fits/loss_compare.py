@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
-from _results import RESULTS, run_metadata  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # adapter_report's loss curve
+from _results import RESULTS, run_metadata, write_result  # noqa: E402
+from adapter_report import loss_curve  # noqa: E402
 
 WINDOW = 10
 
@@ -34,12 +36,11 @@ WINDOW = 10
 def compare(losses: list[float], reference: list[float]) -> list[dict[str, Any]]:
     """Per ``WINDOW`` steps: the run's mean loss, the reference's, their difference (nats), for the
     windows the run has completed (``reference``: the reference's per-window means)."""
-    rows = []
-    for i in range(min(len(losses) // WINDOW, len(reference))):
-        run = float(np.mean(losses[i * WINDOW : (i + 1) * WINDOW]))
-        rows.append({"steps": [i * WINDOW, (i + 1) * WINDOW - 1], "run": run, "reference": reference[i]})
-        rows[-1]["difference"] = run - reference[i]
-    return rows
+    run = loss_curve(losses, max(1, len(losses)), WINDOW)[f"per_{WINDOW}_steps"][: len(losses) // WINDOW]
+    return [
+        {"steps": [i * WINDOW, (i + 1) * WINDOW - 1], "run": r, "reference": ref, "difference": r - ref}
+        for i, (r, ref) in enumerate(zip(run, reference))
+    ]
 
 
 def markdown(record: dict[str, Any], summary: str) -> str:
@@ -106,11 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         "windows_lower": sum(w["difference"] < 0 for w in windows),
         "metadata": run_metadata(device="cpu"),
     }
-    out = args.out_dir / f"adapter-loss-{args.tag}.json"
-    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     summary = args.summary.read_text(encoding="utf-8") if args.summary else ""
-    out.with_suffix(".md").write_text(markdown(record, summary), encoding="utf-8")
-    print(out.with_suffix(".md").read_text(encoding="utf-8"))
+    print(write_result(args.out_dir, f"adapter-loss-{args.tag}", record, markdown(record, summary)).read_text("utf-8"))
     return 0
 
 
