@@ -24,6 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _results
 from _results import RESULTS, run_metadata, write_result  # noqa: E402
 
+from logitjudge.fit.adapter_steps import layers_note  # noqa: E402
 from logitjudge.fit.adapters import epochs_note, start_note, train_only_note  # noqa: E402
 
 
@@ -76,7 +77,7 @@ def markdown(record: dict[str, Any], summary: str) -> str:
         "",
         "## Training",
         "",
-        f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, lr {t['lr']} "
+        f"- rank {t['rank']}, alpha {t['alpha']}, {layers_note(t['layers'])}, lr {t['lr']} "
         f"(warm-up {t.get('warmup', 0)}, linear decay), {t['batch_size']} branches per step, seed {t['seed']}",
         f"- rows {t['rows']}{train_only_note(t.get('train_only'))}; epochs {t['epochs']}"
         f"{epochs_note(t.get('epochs_from_step'))}",

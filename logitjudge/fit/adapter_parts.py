@@ -27,7 +27,7 @@ from logitjudge.engine.adapters import (
     check_folder,
     read_config,
 )
-from logitjudge.fit.adapter_steps import AdapterTrainingConfig, row_identity
+from logitjudge.fit.adapter_steps import AdapterTrainingConfig, layers_note, row_identity
 from logitjudge.fit.examples import Example
 
 __all__ = [
@@ -230,5 +230,5 @@ def check_init_folder(folder: str | Path, config: AdapterTrainingConfig, evaluat
     _refuse_another(where, bound, rank, scaling, rank=config.rank, scaling=run_scaling, evaluator=evaluator)
     layers = (bound.get("trained") or {}).get("layers")
     if layers not in (None, config.layers):
-        said = ["every layer" if n <= 0 else f"the top {n} layers" for n in (layers, config.layers)]
+        said = [layers_note(n) for n in (layers, config.layers)]
         raise ValueError(f"{where}: adapts {said[0]}, this run {said[1]} (use its --adapt-layers)")

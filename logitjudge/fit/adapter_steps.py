@@ -298,6 +298,11 @@ def split_with_train_only(
     return [*examples, *kept], train + list(range(n, n + len(kept))), test, counts
 
 
+def layers_note(layers: int) -> str:
+    """``AdapterTrainingConfig.layers`` in words: "every layer" (0) or "the top n layers"."""
+    return "every layer" if layers <= 0 else f"the top {layers} layers"
+
+
 def row_identity(e: Example) -> str:
     """What makes two examples the same training row: the key, the state, the question and the gold."""
     return json.dumps([e.key, render_text(e.state), repr(e.question), e.label])

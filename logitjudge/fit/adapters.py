@@ -70,6 +70,7 @@ from logitjudge.fit.adapter_steps import (
     branch_rows,
     common_start,
     held_out_split,
+    layers_note,
     learning_rate,
     lora_parameters,
     shared_start,
@@ -545,7 +546,7 @@ def _card(binding: dict[str, Any]) -> str:
         f"- rows: {t['rows']}{train_only_note(t.get('train_only'))} (held out: {t['held_out_rows']} rows, by group); "
         f"data: {', '.join(t['data']) or '-'}",
         *([f"- {started}"] if (started := start_note(t)) else []),
-        f"- rank {t['rank']}, alpha {t['alpha']}, top {t['layers']} layers, modules {', '.join(t['targets'])}",
+        f"- rank {t['rank']}, alpha {t['alpha']}, {layers_note(t['layers'])}, modules {', '.join(t['targets'])}",
         f"- epochs {t['epochs']}{epochs_note(t.get('epochs_from_step'))}, batch {t['batch_size']} branches, "
         f"lr {t['lr']}, seed {t['seed']}",
         f"- seconds per epoch {t['seconds_per_epoch']} ({t['seconds_per_row']} s per row) on {t['threads']} threads",
