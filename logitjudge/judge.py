@@ -83,7 +83,7 @@ class Judge:
         backend: str | None = None,
         vllm: VllmConfig | None = None,
         heads: str | Sequence[str | Path] | None = "shipped",
-        adapters: Sequence[str | Path] | None = None,
+        adapters: str | Sequence[str | Path] | None = "shipped",
     ) -> Judge:
         """Load a model and run the start-up parity self-check.
 
@@ -132,9 +132,14 @@ class Judge:
                 one: ``"shipped"`` (default: the package's heads for this very engine, if any),
                 ``"none"``, or head folders from ``logitjudge fit``. ``describe()["heads"]``
                 lists the loaded ones; the vLLM backend takes none.
-            adapters: branch adapter folders (:mod:`logitjudge.engine.adapters`: activated LoRA in
-                PEFT's format) that questions may name (``x_adapter`` on the wire); each is called
-                by its binding's name, else its folder's name. The vLLM backend takes none.
+            adapters: branch adapters (:mod:`logitjudge.engine.adapters`: activated LoRA in
+                PEFT's format): ``"shipped"`` (default: the package's adapters bound to this very
+                engine, if any: :func:`~logitjudge.engine.adapters.shipped_folders`), ``"none"``,
+                or adapter folders (a string may list several, comma-separated). An evaluator
+                whose version an adapter was trained on is answered by it; any question may name
+                one (``x_adapter`` on the wire); each is called by its binding's name, else its
+                folder's name. ``describe()["adapters"]`` lists the loaded ones; the vLLM backend
+                takes none (``"shipped"`` then installs none).
 
         Raises:
             ConfigurationError: an unknown strategy, attention, backend or prompt version (before
@@ -160,14 +165,16 @@ class Judge:
             backend=backend,
             vllm=vllm,
         )
-        if adapters:
-            from logitjudge.engine.adapters import check_folder
+        from logitjudge.engine.adapters import adapter_folders, check_folder, shipped_folders
 
-            for folder in adapters:  # before the model loads: a wrong path fails at once
-                check_folder(folder)
+        folders = adapter_folders(adapters)
+        for folder in folders or ():  # before the model loads: a wrong path fails at once
+            check_folder(folder)
         engine = _load_with_readouts(model, config, calibration, heads)
-        if adapters:
-            engine.load_adapters(adapters)
+        if folders is None:  # shipped: those bound to this engine, where the backend runs adapters
+            folders = list(shipped_folders(engine.describe())) if config.backend == "transformers" else []
+        if folders:
+            engine.load_adapters(folders)
         return cls(engine, default_rotations=default_rotations)
 
     def close(self) -> None:

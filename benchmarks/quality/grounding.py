@@ -420,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--model", default=None, help="model name or path (default: the main model)")
-    ap.add_argument("--adapters", default=None, help="branch adapter folders (comma-separated)")
+    ap.add_argument(
+        "--adapters", default=None, help="branch adapter folders (comma-separated), or shipped (the package's)"
+    )
     ap.add_argument("--sets", default=",".join(SETS), help="comma-separated sets")
     ap.add_argument("--set-limits", default="", help="source items per set, e.g. factcheckgpt_chunk_support=30")
     ap.add_argument("--seed", type=int, default=0)
@@ -463,8 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
 
     from logitjudge import Judge
+    from logitjudge.engine.adapters import SHIPPED, shipped_dir
 
     adapters = [a for a in (args.adapters or "").split(",") if a]
+    if adapters == [SHIPPED]:  # the package's folders (those bound to the model load)
+        adapters = [str(p.parent) for p in sorted(shipped_dir().glob("*/*/logitjudge_adapter.json"))]
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     for folder in adapters:  # before the model loads: a set an adapter trained on is refused at once
         binding_file = Path(folder) / "logitjudge_adapter.json"
@@ -477,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     judge = Judge.load(
         args.model,
         calibration="shipped",
-        adapters=adapters or None,
+        adapters=args.adapters if args.adapters == SHIPPED else adapters or "none",
         state_cache_mb=args.state_cache_mb,
         dtype=args.dtype,
     )

@@ -775,9 +775,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--adapters",
-        default=None,
-        metavar="DIR[,DIR]",
-        help="branch adapter folders (`logitjudge fit --adapter`); an evaluator with one bound to its version reads it",
+        default="shipped",
+        metavar="shipped|none|DIR[,DIR]",
+        help="branch adapters: shipped (default: those shipped for the model), none, or folders from "
+        "`logitjudge fit --adapter`; an evaluator with one bound to its version reads it",
     )
     ap.add_argument("--sets", default=None, help="comma-separated set names (default: every set)")
     ap.add_argument(
@@ -844,7 +845,7 @@ def main(argv: list[str] | None = None) -> int:
         default_rotations=args.rotations,
         calibration=args.calibration,
         prompt_version=args.prompt_version,
-        adapters=args.adapters.split(",") if args.adapters else None,
+        adapters=args.adapters,
     )
     engine = json.loads(json.dumps(judge.describe(), default=str))
     stem = f"quality-{engine['model']}" + (f"-{args.tag}" if args.tag else "")

@@ -398,8 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument(
         "--adapters",
-        default=None,
-        help="branch adapter folders (comma-separated): an adapter bound to a version answers its questions",
+        default="shipped",
+        help="branch adapters: shipped (default: those shipped for the model), none, or folders (comma-separated); "
+        "an adapter bound to a version answers its questions",
     )
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -432,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         args.model,
         calibration="shipped",
         dtype=args.dtype,
-        adapters=args.adapters.split(",") if args.adapters else None,
+        adapters=args.adapters,
     )
     versions = [v.strip() for v in args.versions.split(",") if v.strip()]
     record: dict[str, Any] = {

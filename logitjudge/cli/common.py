@@ -129,10 +129,12 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--adapters",
-        default=None,
-        metavar="DIR[,DIR]",
-        help="branch adapters (activated LoRA folders in PEFT's format, from `logitjudge fit --adapter` or PEFT) "
-        "that questions name with x_adapter (refused: plain LoRA, or trained for another model)",
+        default="shipped",
+        metavar="shipped|none|DIR[,DIR]",
+        help="branch adapters: shipped (default: the adapters shipped for this model, if any), none, or activated "
+        "LoRA folders in PEFT's format from `logitjudge fit --adapter` or PEFT (refused: plain LoRA, or trained "
+        "for another model); an evaluator an adapter was trained on is answered by it, and questions may name "
+        "one with x_adapter",
     )
     add_config_argument(p, EngineConfig, "attn", choices=ATTN_CHOICES)
     add_config_argument(
@@ -255,7 +257,7 @@ def _load(judge_cls: Any, args: argparse.Namespace, vllm: VllmConfig, rotations:
         backend=args.backend,
         vllm=vllm,
         heads=getattr(args, "heads", "shipped"),
-        adapters=[d for d in (getattr(args, "adapters", None) or "").split(",") if d] or None,
+        adapters=getattr(args, "adapters", "shipped"),
         **rotations,
     )
 

@@ -228,6 +228,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         hint = "" if defn.head is not None else "; --label-key names the gold field holding the label"
         return fail(f"no row has a gold label {defn.name} can train on ({wanted}{hint})")
     args.heads = "none"  # the states a head reads do not depend on other heads
+    args.adapters = "none"  # a head reads the base model's question; an adapter trains from its own start
     if args.adapter:
         return _fit_adapter(args, defn, examples, train_only)
     t0 = time.monotonic()

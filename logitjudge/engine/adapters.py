@@ -58,6 +58,9 @@ ADAPTER_BINDING = "logitjudge_adapter.json"
 ADAPTER_FORMAT = 1
 BOUND_KEYS = ("fingerprint", "prompt_version")
 """What a bound adapter must match on the engine; ``model`` is reported, not matched."""
+SHIPPED = "shipped"
+"""The ``adapters`` setting that installs the package's adapters bound to the engine, if any."""
+NONE = "none"
 _PREFIX = "base_model.model."
 _REFUSED_TRUE = {
     "use_dora": "DoRA rescales the base weights' columns per token set; not supported on branches",
@@ -122,6 +125,43 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise AdapterError(f"{path}: must be a JSON object", field=(path.name,))
     return data
+
+
+def shipped_dir() -> Path:
+    """Where the package's adapters live: ``logitjudge/adapters/<model>/<adapter>/``."""
+    return Path(__file__).resolve().parent.parent / "adapters"
+
+
+def shipped_folders(describe: Mapping[str, Any], root: str | Path | None = None) -> list[Path]:
+    """The package's adapter folders bound to this very engine (its ``describe()``: fingerprint and
+    prompt version), in name order; adapters bound to other engines are skipped, not refused.
+
+    Args:
+        describe: the engine's ``describe()``.
+        root: the folder of ``<model>/<adapter>/`` folders (default :func:`shipped_dir`).
+
+    Raises:
+        AdapterError: a shipped binding cannot be read (a packaging error).
+    """
+    folder = Path(root) if root is not None else shipped_dir()
+    if not folder.is_dir():
+        return []
+    return [
+        binding.parent
+        for binding in sorted(folder.glob(f"*/*/{ADAPTER_BINDING}"))
+        if all(_read_json(binding).get(k) == describe.get(k) for k in BOUND_KEYS)
+    ]
+
+
+def adapter_folders(spec: str | Sequence[str | Path] | None) -> list[str | Path] | None:
+    """The folders an ``adapters`` setting names: ``None`` for ``"shipped"`` (resolved once the
+    engine is loaded, :func:`shipped_folders`), ``[]`` for ``"none"`` or ``None``, else the folders
+    (a string may list several, comma-separated)."""
+    if spec == SHIPPED:
+        return None
+    if spec is None or spec == NONE:
+        return []
+    return [p for p in spec.split(",") if p] if isinstance(spec, str) else list(spec)
 
 
 def check_folder(path: str | Path) -> None:

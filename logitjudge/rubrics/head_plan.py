@@ -39,10 +39,11 @@ def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Ma
     ``defn`` (none of its name, or one trained on another evaluator's question)."""
     assert defn.head is not None
     return (
-        f"{defn.name}@{defn.version} reads a trained head {defn.head.name!r}, and none trained for it is loaded for "
-        f"{engine.get('model')!r}: answered by {fallback.name}@{fallback.version} instead. Train one for this "
-        f"model with `logitjudge fit --evaluator {defn.name}` and pass it with --heads "
-        "(docs/guides/evaluate.md, 'Train a head')."
+        f"{defn.name}@{defn.version} reads a branch adapter or a trained head {defn.head.name!r}, and none trained "
+        f"for it is loaded for {engine.get('model')!r}: answered by {fallback.name}@{fallback.version} instead. "
+        f"Train an adapter for this model with `logitjudge fit --evaluator {defn.name}@{defn.version} --adapter` "
+        "and pass it with --adapters (docs/guides/adapters.md), or a head with "
+        f"`logitjudge fit --evaluator {defn.name}` and --heads (docs/guides/evaluate.md, 'Train a head')."
     )
 
 

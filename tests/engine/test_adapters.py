@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from logitjudge.engine.adapters import ADAPTER_BINDING, ADAPTER_CONFIG, load_adapter, save_adapter
+from logitjudge.engine.adapters import (
+    ADAPTER_BINDING,
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    adapter_folders,
+    load_adapter,
+    save_adapter,
+    shipped_folders,
+)
 from logitjudge.engine.core import Engine
 from logitjudge.engine.model import LoadedModel
 from logitjudge.engine.types import EngineRequest, Option, Question
@@ -267,6 +275,46 @@ def test_our_saved_folder_loads_in_peft_with_the_same_answers(request, setup, tm
     for i in ADAPTED:
         if QUESTIONS[i].adapter == "a1":
             assert _max_diff(got.answers[i].probabilities, _peft_answer(in_peft, engine, QUESTIONS[i])) <= TOL
+
+
+def test_shipped_adapters_are_those_bound_to_the_engine_and_bf16_weights_serve(request, setup, tmp_path):
+    """``adapters="shipped"`` installs the package's folders bound to the engine's fingerprint and
+    prompt version and skips the others; shipped weights are bf16 (half the bytes), and such a
+    folder answers here as it does in PEFT."""
+    from safetensors.torch import load_file, save_file
+
+    tiny_only(request)
+    engine, _, _, folders = setup
+    describe = engine.describe()
+    bound = {
+        "format": 1,
+        "name": "a1",
+        "fingerprint": describe["fingerprint"],
+        "prompt_version": describe["prompt_version"],
+    }
+    root = tmp_path / "shipped"
+    mine = _copy(folders["a1"], root / "this-model" / "a1")
+    weights = load_file(str(mine / ADAPTER_WEIGHTS))
+    save_file({k: v.to(torch.bfloat16) for k, v in weights.items()}, str(mine / ADAPTER_WEIGHTS))
+    (mine / ADAPTER_BINDING).write_text(json.dumps(bound))
+    other = _copy(folders["a2"], root / "other-model" / "a2")
+    (other / ADAPTER_BINDING).write_text(json.dumps({**bound, "name": "a2", "fingerprint": "0" * 64}))
+    _copy(folders["a2"], root / "this-model" / "unbound")  # no binding: never shipped
+    assert shipped_folders(describe, root) == [mine]
+    assert shipped_folders(describe, tmp_path / "nothing-here") == []
+    assert adapter_folders("shipped") is None and adapter_folders("none") == [] and adapter_folders(None) == []
+    assert adapter_folders("x,y") == ["x", "y"] and adapter_folders([mine]) == [mine]
+
+    engine.set_adapters([])  # the copy for PEFT gets no hooks of ours
+    try:
+        in_peft = peft.PeftModel.from_pretrained(copy.deepcopy(engine.lm.model), str(mine)).eval()
+        shipped = load_adapter(mine, engine.lm.model)
+        assert shipped.name == "a1"
+        engine.set_adapters([shipped])
+        got = engine.run_batch([EngineRequest(STATE, (QUESTIONS[0],))])[0]  # adapter "a1"
+        assert _max_diff(got.answers[0].probabilities, _peft_answer(in_peft, engine, QUESTIONS[0])) <= TOL
+    finally:
+        engine.set_adapters([load_adapter(folders[n], engine.lm.model, name=n) for n in ("a1", "a2")])
 
 
 def test_unknown_adapter_is_a_request_error_naming_the_question(request, setup):

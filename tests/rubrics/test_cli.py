@@ -415,7 +415,7 @@ def test_model_flags_reach_judge_load_from_every_subcommand(tmp_path, capsys, mo
         "state_cache_mb": 77,
         "prompt_version": "lj-prompt-2",
         "heads": "none",
-        "adapters": ["a1", "a2"],
+        "adapters": "a1,a2",  # Judge.load splits a comma-separated list
     }
     data = tmp_path / "d.jsonl"
     row = {"evaluator": "faithfulness", "output": "a", "context": ["c"]}

@@ -214,7 +214,8 @@ def test_a_head_evaluator_without_its_head_falls_back_and_says_so():
     plain = ScriptedEngine(lambda s, q: [1.0] * len(q.options))
     res = evaluate(Judge(plain), [item], ["chunk_support"]).results[0].results["chunk_support"]
     assert res.version == "3" and res.x_warning is not None
-    assert "chunk_support@4" in res.x_warning and "logitjudge fit --evaluator chunk_support" in res.x_warning
+    assert "chunk_support@4" in res.x_warning
+    assert "logitjudge fit --evaluator chunk_support@4 --adapter" in res.x_warning
     headed = ScriptedEngine(lambda s, q: [3.0, 1.0, 1.0], heads=("chunk_support",))
     res = evaluate(Judge(headed), [item], ["chunk_support"]).results[0].results["chunk_support"]
     assert res.version == "4" and res.x_warning is None
@@ -261,7 +262,9 @@ def test_the_server_falls_back_from_a_head_trained_on_another_question(caplog):
     with caplog.at_level(logging.WARNING, logger="logitjudge.server"):
         app = create_app(Judge(engine))
     logged = [r.getMessage() for r in caplog.records if r.name == "logitjudge.server"]
-    assert any("chunk_support@4 reads a trained head 'chunk_support', and none trained for it" in m for m in logged)
+    assert any(
+        "chunk_support@4 reads a branch adapter or a trained head 'chunk_support', and none" in m for m in logged
+    )
     body = {"output": "Tokens are free.", "context": ["Tokens are free."], "evaluators": ["chunk_support"]}
     with TestClient(app) as client:
         res = client.post("/api/v1/evaluate", json=body).json()["results"]["chunk_support"]
