@@ -135,7 +135,8 @@ class Judge:
             adapters: branch adapters (:mod:`logitjudge.engine.adapters`: activated LoRA in
                 PEFT's format): ``"shipped"`` (default: the package's adapters bound to this very
                 engine, if any: :func:`~logitjudge.engine.adapters.shipped_folders`), ``"none"``,
-                or adapter folders (a string may list several, comma-separated). An evaluator
+                or adapter folders, ``"shipped"`` among them to keep those too (a string may list
+                several, comma-separated). An evaluator
                 whose version an adapter was trained on is answered by it; any question may name
                 one (``x_adapter`` on the wire); each is called by its binding's name, else its
                 folder's name. ``describe()["adapters"]`` lists the loaded ones; the vLLM backend
@@ -167,12 +168,12 @@ class Judge:
         )
         from logitjudge.engine.adapters import adapter_folders, check_folder, shipped_folders
 
-        folders = adapter_folders(adapters)
-        for folder in folders or ():  # before the model loads: a wrong path fails at once
+        folders, shipped = adapter_folders(adapters)
+        for folder in folders:  # before the model loads: a wrong path fails at once
             check_folder(folder)
         engine = _load_with_readouts(model, config, calibration, heads)
-        if folders is None:  # shipped: those bound to this engine, where the backend runs adapters
-            folders = list(shipped_folders(engine.describe())) if config.backend == "transformers" else []
+        if shipped and config.backend == "transformers":  # those bound to this engine (vLLM runs none)
+            folders = [*shipped_folders(engine.describe()), *folders]
         if folders:
             engine.load_adapters(folders)
         return cls(engine, default_rotations=default_rotations)

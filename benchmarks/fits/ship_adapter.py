@@ -6,7 +6,8 @@
 Writes ``adapter_config.json`` (unchanged), ``adapter_model.safetensors`` (each A and B rounded
 to bf16: half the bytes; the engine and PEFT upcast them to the model's dtype when they load),
 ``logitjudge_adapter.json`` (the binding, with ``shipped``: the source folder as given, the
-weights' dtype and the sha256 of the source's fp32 weights) and ``CARD.md`` (the source's card
+weights' dtype and the sha256 of the source's fp32 weights, as a part started from it records
+its start: ``trained.init.sha256``) and ``CARD.md`` (the source's card
 and a line saying so). The largest change of a weight (|bf16 - fp32| relative to the largest
 |weight| of its tensor) is printed; the answers' change is measured by serving both folders.
 """
@@ -14,7 +15,6 @@ and a line saying so). The largest change of a weight (|bf16 - fp32| relative to
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -23,6 +23,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from logitjudge.engine.adapters import ADAPTER_BINDING, ADAPTER_CONFIG, ADAPTER_WEIGHTS, shipped_dir
+from logitjudge.fit.adapter_parts import weights_sha256
+
+PREFIX = "base_model.model."  # PEFT's key prefix
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,9 +39,15 @@ def main(argv: list[str] | None = None) -> int:
     out = args.to or shipped_dir() / binding["model"] / binding["name"]
     out.mkdir(parents=True, exist_ok=True)
     source = load_file(str(args.adapter / ADAPTER_WEIGHTS))
-    digest = hashlib.sha256()
-    for key in sorted(source):
-        digest.update(key.encode() + source[key].float().contiguous().numpy().tobytes())
+    pairs = {  # module path -> (A, B), as fit's binding hashes them (trained.init.sha256)
+        key.removeprefix(PREFIX).removesuffix(".lora_A.weight"): (
+            source[key],
+            source[key.replace(".lora_A.", ".lora_B.")],
+        )
+        for key in source
+        if key.endswith(".lora_A.weight")
+    }
+    digest = weights_sha256(pairs)
     rounded = {k: v.to(torch.bfloat16).contiguous() for k, v in source.items()}
     worst = max(float((rounded[k].float() - v.float()).abs().max() / v.float().abs().max()) for k, v in source.items())
     save_file(rounded, str(out / ADAPTER_WEIGHTS))
@@ -46,13 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     binding["shipped"] = {
         "from": str(args.adapter),
         "weights_dtype": "bfloat16",
-        "source_sha256_float32": digest.hexdigest(),
+        "source_sha256_float32": digest,
         **({"report": args.report} if args.report else {}),
     }
     (out / ADAPTER_BINDING).write_text(json.dumps(binding, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     card = (args.adapter / "CARD.md").read_text(encoding="utf-8").rstrip("\n")
     note = (
-        f"\n\n## Shipped\n- weights rounded to bf16 from `{args.adapter}` (fp32 sha256 {digest.hexdigest()[:16]}...); "
+        f"\n\n## Shipped\n- weights rounded to bf16 from `{args.adapter}` (fp32 sha256 {digest[:16]}...); "
         f"largest change of a weight {worst:.2e} of its tensor's largest |weight|"
         + (f"\n- report: `{args.report}`" if args.report else "")
         + "\n"

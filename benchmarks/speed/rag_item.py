@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     m = record["metadata"]
     md = "\n".join(
         [
-            f"# The shipped adapter on a RAG item ({judge.model_name}, {judge.describe().get('dtype')}, "
+            f"# The shipped adapter on a RAG item ({judge.model_name}, precision {judge.describe().get('precision')}, "
             f"{args.threads} threads)",
             "",
             f"`python benchmarks/speed/rag_item.py {' '.join(argv if argv is not None else sys.argv[1:])}`; "

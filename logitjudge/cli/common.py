@@ -132,9 +132,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         default="shipped",
         metavar="shipped|none|DIR[,DIR]",
         help="branch adapters: shipped (default: the adapters shipped for this model, if any), none, or activated "
-        "LoRA folders in PEFT's format from `logitjudge fit --adapter` or PEFT (refused: plain LoRA, or trained "
-        "for another model); an evaluator an adapter was trained on is answered by it, and questions may name "
-        "one with x_adapter",
+        "LoRA folders in PEFT's format from `logitjudge fit --adapter` or PEFT, with shipped among them to keep "
+        "those too (refused: plain LoRA, or trained for another model); an evaluator an adapter was trained on "
+        "is answered by it, and questions may name one with x_adapter",
     )
     add_config_argument(p, EngineConfig, "attn", choices=ATTN_CHOICES)
     add_config_argument(

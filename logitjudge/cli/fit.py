@@ -193,6 +193,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from logitjudge.rubrics.registry import default_registry
     from logitjudge.rubrics.samples import stratified_sample
 
+    if args.adapters != "shipped":  # the default: fit loads none (a head reads the base model's question)
+        return fail("--adapters is for evaluate and serve: fit loads no adapter (start one with --init-adapter)")
     if (args.train_rows or args.train_sample) and not args.adapter:
         return fail("--train-rows and --train-sample train an adapter: add --adapter")
     if (args.train_part or args.init_adapter is not None) and not args.adapter:

@@ -153,15 +153,15 @@ def shipped_folders(describe: Mapping[str, Any], root: str | Path | None = None)
     ]
 
 
-def adapter_folders(spec: str | Sequence[str | Path] | None) -> list[str | Path] | None:
-    """The folders an ``adapters`` setting names: ``None`` for ``"shipped"`` (resolved once the
-    engine is loaded, :func:`shipped_folders`), ``[]`` for ``"none"`` or ``None``, else the folders
-    (a string may list several, comma-separated)."""
-    if spec == SHIPPED:
-        return None
+def adapter_folders(spec: str | Sequence[str | Path] | None) -> tuple[list[str | Path], bool]:
+    """What an ``adapters`` setting names: ``(folders, shipped)``; ``shipped`` is True when it names
+    ``"shipped"`` (alone, or as an item of a list, comma-separated in a string: the package's
+    adapters, resolved once the engine is loaded by :func:`shipped_folders`). ``"none"`` or ``None``
+    names nothing."""
     if spec is None or spec == NONE:
-        return []
-    return [p for p in spec.split(",") if p] if isinstance(spec, str) else list(spec)
+        return [], False
+    items = [p for p in spec.split(",") if p] if isinstance(spec, str) else list(spec)
+    return [p for p in items if p != SHIPPED], SHIPPED in items
 
 
 def check_folder(path: str | Path) -> None:

@@ -113,6 +113,18 @@ def split_digest(examples: Sequence[Example], train: Sequence[int], test: Sequen
     return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
 
 
+def weights_sha256(weights: Mapping[str, Sequence[Any]]) -> str:
+    """sha256 of an adapter's weights: per module path in path order, the path, then A and B as
+    fp32 bytes (what a binding's ``trained.init.sha256`` records of the folder a run started from)."""
+    digest = hashlib.sha256()
+    for path in sorted(weights):
+        a, b = weights[path]
+        digest.update(path.encode())
+        digest.update(a.float().contiguous().numpy().tobytes())
+        digest.update(b.float().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
 def warm_start(
     params: dict[str, tuple[Any, Any]],
     init: BranchAdapter,
@@ -170,18 +182,14 @@ def warm_start(
                     f"{where}: its pass had other training or held-out rows (other rows, --sample, --seed, "
                     "--holdout, --train-rows or --train-sample): this part's held-out rows could have trained"
                 )
-    digest = hashlib.sha256()
     for path in sorted(params):
         a, b = init.weights[path]
         params[path][0].data.copy_(a)
         params[path][1].data.copy_(b)
-        digest.update(path.encode())
-        digest.update(a.float().contiguous().numpy().tobytes())
-        digest.update(b.float().contiguous().numpy().tobytes())
     keep = ("rows", "part", "pass", "split_sha256", "data", "sources", "init")
     return {
         "path": str(init.path) if init.path else None,  # as given, like the data files (no machine paths)
-        "sha256": digest.hexdigest(),
+        "sha256": weights_sha256(init.weights),
         "evaluator": bound.get("evaluator"),
         **{k: trained.get(k) for k in keep},
     }

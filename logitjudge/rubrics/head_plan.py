@@ -38,9 +38,13 @@ def head_fallback_warning(defn: EvaluatorDef, fallback: EvaluatorDef, engine: Ma
     """The ``x_warning`` of a result answered by ``fallback`` because the engine has no head for
     ``defn`` (none of its name, or one trained on another evaluator's question)."""
     assert defn.head is not None
-    return (
+    said = (
         f"{defn.name}@{defn.version} reads a branch adapter or a trained head {defn.head.name!r}, and none trained "
         f"for it is loaded for {engine.get('model')!r}: answered by {fallback.name}@{fallback.version} instead. "
+    )
+    if engine.get("backend", "transformers") != "transformers":  # vLLM runs no heads or adapters
+        return said + "Serve it with --backend transformers to use one (docs/guides/adapters.md)."
+    return said + (
         f"Train an adapter for this model with `logitjudge fit --evaluator {defn.name}@{defn.version} --adapter` "
         "and pass it with --adapters (docs/guides/adapters.md), or a head with "
         f"`logitjudge fit --evaluator {defn.name}` and --heads (docs/guides/evaluate.md, 'Train a head')."

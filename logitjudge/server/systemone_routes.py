@@ -258,9 +258,10 @@ def _calibration_words(described: dict[str, Any]) -> str:
 
 
 def _head_words(described: dict[str, Any]) -> str:
-    """``, heads chunk_support`` for the trained heads loaded, or nothing."""
-    heads = described.get("heads") or []
-    return f", heads {', '.join(heads)}" if heads else ""
+    """``, heads chunk_support, adapters chunk_support`` for the trained heads and branch adapters
+    loaded, or nothing."""
+    heads, adapters = described.get("heads") or [], described.get("adapters") or []
+    return (f", heads {', '.join(heads)}" if heads else "") + (f", adapters {', '.join(adapters)}" if adapters else "")
 
 
 @router.get("/v1/models", response_model=schemas.ListModelsResponse, tags=["System One"])

@@ -302,8 +302,9 @@ def test_shipped_adapters_are_those_bound_to_the_engine_and_bf16_weights_serve(r
     _copy(folders["a2"], root / "this-model" / "unbound")  # no binding: never shipped
     assert shipped_folders(describe, root) == [mine]
     assert shipped_folders(describe, tmp_path / "nothing-here") == []
-    assert adapter_folders("shipped") is None and adapter_folders("none") == [] and adapter_folders(None) == []
-    assert adapter_folders("x,y") == ["x", "y"] and adapter_folders([mine]) == [mine]
+    assert adapter_folders("shipped") == ([], True)
+    assert adapter_folders("none") == ([], False) and adapter_folders(None) == ([], False)
+    assert adapter_folders("x,shipped,y") == (["x", "y"], True) and adapter_folders([mine]) == ([mine], False)
 
     engine.set_adapters([])  # the copy for PEFT gets no hooks of ours
     try:

@@ -244,6 +244,17 @@ def test_fit_without_the_gold_a_head_needs_names_it(tmp_path, capsys, evaluator,
     assert named in capsys.readouterr().err
 
 
+def test_fit_refuses_adapters_before_any_model_loads(tmp_path, capsys):
+    """`fit` loads no adapter (a head reads the base model's question; an adapter starts from
+    --init-adapter): `--adapters` is refused, naming the flag, instead of being ignored."""
+    from logitjudge.cli import main
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in entity_rows(4)), encoding="utf-8")
+    assert main(["fit", str(path), "--evaluator", "chunk_support", "--adapters", "none", "--out", str(tmp_path)]) == 2
+    assert "--adapters is for evaluate and serve" in capsys.readouterr().err
+
+
 def test_a_head_reads_only_the_version_it_was_trained_on(tiny_llama):
     """The per-entity head of context_entity_recall@3 (a yes/no) is not read for version 1's
     score question of the same name (it was, and answered with an error); a head whose folder

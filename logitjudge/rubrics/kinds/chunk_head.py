@@ -32,8 +32,9 @@ def score_chunk_head(defn: EvaluatorDef, answers: Answers, threshold: float, n_c
     """Per chunk and claim: the trained head's distribution over the options (the question
     keyed ``chunk=i, claim=j``); each chunk is judged by the claim it speaks to most (the lowest
     P(unrelated)); then the item as :func:`~logitjudge.rubrics.results.support_result`.
-    ``x_features`` of a detail: the claim's index and the label readout's P(option)
-    (``zero_shot_<option>``), for comparison."""
+    ``x_features`` of a detail: the claim's index and, when a head read the question, the label
+    readout's P(option) (``zero_shot_<option>``), for comparison (an adapter's answer has no
+    label readout beside it)."""
     names = [o.name for o in defn.options or ()]
     n_claims = len({k.claim for k in answers if k.chunk == 0 and k.claim is not None})
     per_chunk = []
@@ -41,8 +42,10 @@ def score_chunk_head(defn: EvaluatorDef, answers: Answers, threshold: float, n_c
         judged = []
         for j in range(n_claims):
             a = answers[QuestionKey(defn.name, chunk=i, claim=j)]
-            zero = a.answer.label_probabilities or a.answer.probabilities
-            feats = {"claim": float(j), **{f"zero_shot_{n}": float(p) for n, p in zip(names, zero)}}
+            feats = {"claim": float(j)}
+            if a.question.adapter is None:  # a head's answer keeps the label readout beside it
+                zero = a.answer.label_probabilities or a.answer.probabilities
+                feats |= {f"zero_shot_{n}": float(p) for n, p in zip(names, zero)}
             judged.append((feats, dict(zip(names, a.answer.probabilities))))
         per_chunk.append(judged)
     return support_result(defn, per_chunk, threshold)
