@@ -22,10 +22,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from logitjudge.engine.adapters import ADAPTER_BINDING, ADAPTER_CONFIG, ADAPTER_WEIGHTS, shipped_dir
+from logitjudge.engine.adapters import ADAPTER_BINDING, ADAPTER_CONFIG, ADAPTER_WEIGHTS, read_weights, shipped_dir
 from logitjudge.fit.adapter_parts import weights_sha256
-
-PREFIX = "base_model.model."  # PEFT's key prefix
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,14 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.to or shipped_dir() / binding["model"] / binding["name"]
     out.mkdir(parents=True, exist_ok=True)
     source = load_file(str(args.adapter / ADAPTER_WEIGHTS))
-    pairs = {  # module path -> (A, B), as fit's binding hashes them (trained.init.sha256)
-        key.removeprefix(PREFIX).removesuffix(".lora_A.weight"): (
-            source[key],
-            source[key.replace(".lora_A.", ".lora_B.")],
-        )
-        for key in source
-        if key.endswith(".lora_A.weight")
-    }
+    pairs = read_weights(args.adapter)  # module path -> (A, B), as fit's binding hashes them
     digest = weights_sha256(pairs)
     rounded = {k: v.to(torch.bfloat16).contiguous() for k, v in source.items()}
     worst = max(float((rounded[k].float() - v.float()).abs().max() / v.float().abs().max()) for k, v in source.items())

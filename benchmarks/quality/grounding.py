@@ -465,11 +465,11 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
 
     from logitjudge import Judge
-    from logitjudge.engine.adapters import SHIPPED, shipped_dir
+    from logitjudge.engine.adapters import SHIPPED, shipped_folders
 
     adapters = [a for a in (args.adapters or "").split(",") if a]
     if adapters == [SHIPPED]:  # the package's folders (those bound to the model load)
-        adapters = [str(p.parent) for p in sorted(shipped_dir().glob("*/*/logitjudge_adapter.json"))]
+        adapters = [str(p) for p in shipped_folders(None)]
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     for folder in adapters:  # before the model loads: a set an adapter trained on is refused at once
         binding_file = Path(folder) / "logitjudge_adapter.json"

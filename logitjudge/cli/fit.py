@@ -187,13 +187,14 @@ def add_fit_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_fit(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from logitjudge.engine.adapters import SHIPPED as SHIPPED_ADAPTERS
     from logitjudge.fit import default_layers, extract, fit_head, head_examples, write_head
     from logitjudge.rubrics.dataio import DataError, read_rows
     from logitjudge.rubrics.kinds import kind_of
     from logitjudge.rubrics.registry import default_registry
     from logitjudge.rubrics.samples import stratified_sample
 
-    if args.adapters != "shipped":  # the default: fit loads none (a head reads the base model's question)
+    if args.adapters != SHIPPED_ADAPTERS:  # the default: fit loads none (a head reads the base model's question)
         return fail("--adapters is for evaluate and serve: fit loads no adapter (start one with --init-adapter)")
     if (args.train_rows or args.train_sample) and not args.adapter:
         return fail("--train-rows and --train-sample train an adapter: add --adapter")

@@ -132,12 +132,12 @@ def shipped_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "adapters"
 
 
-def shipped_folders(describe: Mapping[str, Any], root: str | Path | None = None) -> list[Path]:
+def shipped_folders(describe: Mapping[str, Any] | None, root: str | Path | None = None) -> list[Path]:
     """The package's adapter folders bound to this very engine (its ``describe()``: fingerprint and
     prompt version), in name order; adapters bound to other engines are skipped, not refused.
 
     Args:
-        describe: the engine's ``describe()``.
+        describe: the engine's ``describe()``; ``None``: every shipped folder, whatever its engine.
         root: the folder of ``<model>/<adapter>/`` folders (default :func:`shipped_dir`).
 
     Raises:
@@ -149,7 +149,7 @@ def shipped_folders(describe: Mapping[str, Any], root: str | Path | None = None)
     return [
         binding.parent
         for binding in sorted(folder.glob(f"*/*/{ADAPTER_BINDING}"))
-        if all(_read_json(binding).get(k) == describe.get(k) for k in BOUND_KEYS)
+        if describe is None or all(_read_json(binding).get(k) == describe.get(k) for k in BOUND_KEYS)
     ]
 
 
@@ -219,31 +219,17 @@ def read_config(folder: Path) -> tuple[float, tuple[int, ...]]:
     return scaling, tuple(tokens)
 
 
-def load_adapter(path: str | Path, model: Any, *, name: str | None = None) -> BranchAdapter:
-    """Read an adapter folder and check its weights against ``model``'s modules.
-
-    Args:
-        path: the folder (``adapter_config.json``, ``adapter_model.safetensors``, optionally
-            ``logitjudge_adapter.json``).
-        model: the transformers model it will run on.
-        name: what questions call it (default: the binding's ``name``, else the folder's name).
+def read_weights(folder: Path) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """An adapter folder's ``adapter_model.safetensors`` as ``{module path: (A (r, in), B (out, r))}``,
+    in the file's dtype (PEFT's keys ``base_model.model.<module>.lora_A.weight`` / ``.lora_B.weight``).
 
     Raises:
-        AdapterError: a missing or malformed file, a refused config (see the module docstring),
-            a weight for a module this model lacks or of another shape (naming the weight key).
+        AdapterError: the file is missing or unreadable, holds a key that is not a LoRA A or B
+            weight, holds none, or an A without its B (naming the key).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    folder = Path(path)
-    if not folder.exists():
-        raise AdapterError(f"{folder}: does not exist", field=("adapters",))
-    if not folder.is_dir():
-        raise AdapterError(f"{folder}: not an adapter folder (a folder holding {ADAPTER_CONFIG})", field=("adapters",))
-    scaling, tokens = read_config(folder)
-    binding = _read_json(folder / ADAPTER_BINDING) if (folder / ADAPTER_BINDING).exists() else {}
-    if binding and binding.get("format") != ADAPTER_FORMAT:
-        raise AdapterError(f"{folder / ADAPTER_BINDING}: unknown format", field=(ADAPTER_BINDING, "format"))
     try:
         tensors = load_file(str(folder / ADAPTER_WEIGHTS))
     except FileNotFoundError:
@@ -263,11 +249,39 @@ def load_adapter(path: str | Path, model: Any, *, name: str | None = None) -> Br
             )
     if not pairs:
         raise AdapterError(f"{folder / ADAPTER_WEIGHTS}: holds no LoRA weights", field=(ADAPTER_WEIGHTS,))
+    for module_path, ab in pairs.items():
+        if set(ab) != {"lora_A", "lora_B"}:
+            key = _PREFIX + module_path
+            raise AdapterError(f"{folder}: {key} lacks its A or B weight", field=(ADAPTER_WEIGHTS, key))
+    return {path: (ab["lora_A"], ab["lora_B"]) for path, ab in pairs.items()}
+
+
+def load_adapter(path: str | Path, model: Any, *, name: str | None = None) -> BranchAdapter:
+    """Read an adapter folder and check its weights against ``model``'s modules.
+
+    Args:
+        path: the folder (``adapter_config.json``, ``adapter_model.safetensors``, optionally
+            ``logitjudge_adapter.json``).
+        model: the transformers model it will run on.
+        name: what questions call it (default: the binding's ``name``, else the folder's name).
+
+    Raises:
+        AdapterError: a missing or malformed file, a refused config (see the module docstring),
+            a weight for a module this model lacks or of another shape (naming the weight key).
+    """
+    folder = Path(path)
+    if not folder.exists():
+        raise AdapterError(f"{folder}: does not exist", field=("adapters",))
+    if not folder.is_dir():
+        raise AdapterError(f"{folder}: not an adapter folder (a folder holding {ADAPTER_CONFIG})", field=("adapters",))
+    scaling, tokens = read_config(folder)
+    binding = _read_json(folder / ADAPTER_BINDING) if (folder / ADAPTER_BINDING).exists() else {}
+    if binding and binding.get("format") != ADAPTER_FORMAT:
+        raise AdapterError(f"{folder / ADAPTER_BINDING}: unknown format", field=(ADAPTER_BINDING, "format"))
+    pairs = read_weights(folder)
     weights: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for module_path, ab in sorted(pairs.items()):
         key = _PREFIX + module_path
-        if set(ab) != {"lora_A", "lora_B"}:
-            raise AdapterError(f"{folder}: {key} lacks its A or B weight", field=(ADAPTER_WEIGHTS, key))
         try:
             module = model.get_submodule(module_path)
         except AttributeError:
@@ -275,7 +289,7 @@ def load_adapter(path: str | Path, model: Any, *, name: str | None = None) -> Br
                 f"{folder}: {key}: this model has no module {module_path!r} (an adapter for other weights?)",
                 field=(ADAPTER_WEIGHTS, key),
             ) from None
-        a, b = ab["lora_A"].float(), ab["lora_B"].float()
+        a, b = ab[0].float(), ab[1].float()
         if not isinstance(module, torch.nn.Linear) or a.dim() != 2 or b.dim() != 2:
             raise AdapterError(f"{folder}: {key}: only linear layers are adapted", field=(ADAPTER_WEIGHTS, key))
         if a.shape[1] != module.in_features or b.shape[0] != module.out_features or a.shape[0] != b.shape[1]:

@@ -257,7 +257,7 @@ def _calibration_words(described: dict[str, Any]) -> str:
     return f"calibration {described.get('calibration_origin') or 'file'} ({digest})"
 
 
-def _head_words(described: dict[str, Any]) -> str:
+def _reader_words(described: dict[str, Any]) -> str:
     """``, heads chunk_support, adapters chunk_support`` for the trained heads and branch adapters
     loaded, or nothing."""
     heads, adapters = described.get("heads") or [], described.get("adapters") or []
@@ -284,7 +284,7 @@ async def list_models(state: State) -> schemas.ListModelsResponse:
             description=f"{name} served by logitjudge {__version__} "
             f"({described.get('device', '?')}, {described.get('precision', described.get('dtype', '?'))}, "
             f"prompt {described.get('prompt_version', '?')}, {_calibration_words(described)}"
-            f"{_head_words(described)}).",
+            f"{_reader_words(described)}).",
             release_date=release,
         )
     )
